@@ -1,0 +1,3 @@
+"""Root conftest: pytester for the plugin's own tests (pytester runs of real test files)."""
+
+pytest_plugins = ["pytester"]

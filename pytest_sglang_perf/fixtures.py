@@ -1,0 +1,102 @@
+"""The `sglang_perf` fixture's handle: measure a fixed prompt on this variant's server, then gate it."""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+import pytest
+
+from pytest_sglang_perf.compare import Verdict
+from pytest_sglang_perf.pool import RunningServer
+from pytest_sglang_perf.report import failure_message
+from pytest_sglang_perf.samples import RequestParams, Result
+from pytest_sglang_perf.session import PerfSession
+from pytest_sglang_perf.settings import Variant
+from pytest_sglang_perf.store import BaselineFileError
+
+if TYPE_CHECKING:
+    import openai
+
+
+class SGLangPerf:
+    """What a test gets from the `sglang_perf` fixture: one variant's running server."""
+
+    def __init__(self, session: PerfSession, variant: Variant, server: RunningServer, nodeid: str) -> None:
+        self._session = session
+        self.variant = variant
+        self.server = server
+        self._nodeid = nodeid
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    @property
+    def simulated(self) -> bool:
+        return self._session.options.simulate
+
+    @property
+    def model(self) -> str:
+        return self._session.settings.model
+
+    @cached_property
+    def openai(self) -> openai.OpenAI:
+        """An `openai.OpenAI` client bound to this variant's server, for the test's own functional checks."""
+        from pytest_sglang_perf.openai_client import make_openai_client
+
+        return make_openai_client(self.base_url, self.server.plan.api_key)
+
+    def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+                repeats: int | None = None, warmup: int | None = None, seed: int | None = None) -> Result:
+        """Send `prompt` as streamed chat requests (warmup, then repeats) and return samples and summaries."""
+        __tracebackhide__ = True
+        from pytest_sglang_perf.client import RequestFailed
+        from pytest_sglang_perf.measure import measure
+
+        params = self._params(prompt, max_tokens, temperature, repeats, warmup, seed)
+        try:
+            return measure(
+                self.base_url, model=self.model, variant=self.variant.name, params=params,
+                boot_seconds=self.server.boot_seconds, simulated=self.simulated,
+                api_key=self.server.plan.api_key, timeout=self._session.settings.request.timeout,
+            )
+        except RequestFailed as exc:
+            pytest.fail(f"[{self.variant.name}] request failed: {exc}\nserver log: {self.server.log_path}",
+                        pytrace=False)
+
+    def _params(self, prompt: str, max_tokens: int | None, temperature: float | None, repeats: int | None,
+                warmup: int | None, seed: int | None) -> RequestParams:
+        defaults = self._session.settings.request
+        return RequestParams(
+            prompt=prompt,
+            max_tokens=defaults.max_tokens if max_tokens is None else max_tokens,
+            temperature=defaults.temperature if temperature is None else temperature,
+            seed=defaults.seed if seed is None else seed,
+            repeats=defaults.repeats if repeats is None else repeats,
+            warmup=defaults.warmup if warmup is None else warmup,
+        )
+
+    def check(self, result: Result) -> None:
+        """Gate `result` on this test's baseline; fails the test on a regression (see the README)."""
+        __tracebackhide__ = True
+        if result.variant != self.variant.name:
+            raise ValueError(f"result of variant {result.variant!r} checked in variant {self.variant.name!r}")
+        try:
+            cell = self._session.check(self.test_id, result)
+        except BaselineFileError as exc:
+            pytest.fail(str(exc), pytrace=False)
+        if cell.verdict is Verdict.REGRESSED:
+            pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid)), pytrace=False)
+
+    @property
+    def test_id(self) -> str:
+        """The node id without the variant's parameter: the key of this test's baselines."""
+        return strip_variant(self._nodeid, self.variant.name)
+
+
+def strip_variant(nodeid: str, variant: str) -> str:
+    for suffix, replacement in ((f"[{variant}]", ""), (f"-{variant}]", "]")):
+        if nodeid.endswith(suffix):
+            return nodeid[: -len(suffix)] + replacement
+    return nodeid

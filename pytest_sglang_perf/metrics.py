@@ -1,0 +1,62 @@
+"""The metrics the plugin measures and gates on: names, units, direction and default tolerance."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+
+
+class Direction(enum.Enum):
+    HIGHER_IS_BETTER = "higher"
+    LOWER_IS_BETTER = "lower"
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    unit: str
+    direction: Direction
+    default_tolerance: float
+    """Relative change allowed in the worse direction before a cell regresses (0.05 = 5%)."""
+    abs_floor: float
+    """Changes smaller than this, in the metric's unit, never count (timer and scheduler noise)."""
+    description: str
+
+    def worse(self, change: float) -> float:
+        """How much worse a relative change is (positive = worse), whatever the direction."""
+        return -change if self.direction is Direction.HIGHER_IS_BETTER else change
+
+
+def _m(name: str, unit: str, higher: bool, tol: float, floor: float, text: str) -> Metric:
+    direction = Direction.HIGHER_IS_BETTER if higher else Direction.LOWER_IS_BETTER
+    return Metric(name, unit, direction, tol, floor, text)
+
+
+METRICS: Mapping[str, Metric] = MappingProxyType(
+    {
+        m.name: m
+        for m in (
+            _m("output_throughput", "tok/s", True, 0.05, 0.0,
+               "completion tokens / end-to-end request time, one stream"),
+            _m("decode_throughput", "tok/s", True, 0.05, 0.0,
+               "tokens after the first / (last token time - first token time)"),
+            _m("ttft", "s", False, 0.10, 0.002, "request sent -> first content token received"),
+            _m("tpot", "s", False, 0.10, 0.0002, "(end-to-end - ttft) / (completion tokens - 1)"),
+            _m("accept_length", "tok/step", True, 0.03, 0.0,
+               "completion tokens / spec_verify_ct (speculative decoding only)"),
+            _m("boot_seconds", "s", False, 0.25, 2.0, "server launch -> ready"),
+        )
+    }
+)
+
+GATED_ORDER: tuple[str, ...] = tuple(METRICS)
+
+
+def metric(name: str) -> Metric:
+    try:
+        return METRICS[name]
+    except KeyError:
+        known = ", ".join(METRICS)
+        raise KeyError(f"unknown metric {name!r}; known metrics: {known}") from None

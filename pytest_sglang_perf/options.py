@@ -1,0 +1,103 @@
+"""The plugin's command-line options and their ini twins, resolved once into RunOptions.
+
+Precedence: command line > environment variable > ini / [tool.pytest.ini_options] > default.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+_ENV_PREFIX = "SGLANG_PERF_"
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    config_path: Path | None = None
+    simulate: bool = False
+    update_baselines: bool = False
+    results_path: Path | None = None
+    variants: tuple[str, ...] | None = None
+    log_dir: Path | None = None
+
+
+_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    # (name, kind, help)
+    ("config", "path", "perf configuration file: a sglang-perf.toml, or a pyproject.toml with "
+     "[tool.sglang_perf] (default: sglang-perf.toml, then pyproject.toml, in the rootdir)"),
+    ("simulate", "bool", "run every variant on the plugin's SGLang simulator instead of SGLang "
+     "(no GPU needed; every report says SIMULATED)"),
+    ("variants", "list", "comma-separated variant names to run (default: all variants of the matrix)"),
+    ("update-baselines", "bool", "record the measured values as the new baselines instead of gating on them"),
+    ("results", "path", "write the session's results (metrics, verdicts, environment) as JSON to this path"),
+    ("log-dir", "path", "directory for the servers' log files (default: a session temp directory)"),
+)
+
+
+def add_options(parser: pytest.Parser) -> None:
+    group = parser.getgroup("sglang-perf", "SGLang performance regression tests")
+    for name, kind, help_text in _OPTIONS:
+        dest = "sglang_" + name.replace("-", "_")
+        if kind == "bool":
+            group.addoption(f"--sglang-{name}", action="store_true", default=None, dest=dest, help=help_text)
+            parser.addini(dest, help_text, type="bool", default=False)
+        else:
+            metavar = "NAMES" if kind == "list" else "PATH"
+            group.addoption(f"--sglang-{name}", action="store", default=None, dest=dest, metavar=metavar,
+                            help=help_text)
+            parser.addini(dest, help_text, default=None)
+
+
+def _raw(config: pytest.Config, name: str) -> object:
+    dest = "sglang_" + name.replace("-", "_")
+    value = config.getoption(dest)
+    if value is not None:
+        return value
+    env = os.environ.get(_ENV_PREFIX + name.replace("-", "_").upper())
+    if env is not None:
+        return _env_value(name, env)
+    return config.getini(dest)
+
+
+def _env_value(name: str, raw: str) -> object:
+    kind = next(k for n, k, _ in _OPTIONS if n == name)
+    if kind != "bool":
+        return raw
+    if raw.strip().lower() in _TRUE:
+        return True
+    if raw.strip().lower() in _FALSE:
+        return False
+    var = _ENV_PREFIX + name.replace("-", "_").upper()
+    raise pytest.UsageError(f"{var}={raw!r}: expected 1/0, true/false, yes/no or on/off")
+
+
+def _path(config: pytest.Config, value: object) -> Path | None:
+    if value in (None, ""):
+        return None
+    path = Path(str(value))
+    return path if path.is_absolute() else Path(config.invocation_params.dir) / path
+
+
+def _names(value: object) -> tuple[str, ...] | None:
+    if value in (None, ""):
+        return None
+    names = tuple(n.strip() for n in str(value).split(",") if n.strip())
+    if not names:
+        raise pytest.UsageError("--sglang-variants: give at least one variant name, e.g. --sglang-variants default")
+    return names
+
+
+def resolve_options(config: pytest.Config) -> RunOptions:
+    return RunOptions(
+        config_path=_path(config, _raw(config, "config")),
+        simulate=bool(_raw(config, "simulate")),
+        update_baselines=bool(_raw(config, "update-baselines")),
+        results_path=_path(config, _raw(config, "results")),
+        variants=_names(_raw(config, "variants")),
+        log_dir=_path(config, _raw(config, "log-dir")),
+    )

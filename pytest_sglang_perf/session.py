@@ -1,0 +1,105 @@
+"""The session's state: settings, the server pool, the baseline store and the cells checked so far.
+
+Plain Python: plugin.py creates one PerfSession per pytest session and keeps it in `config.stash`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+
+from pytest_sglang_perf.compare import check_all
+from pytest_sglang_perf.environment import Environment, build_environment
+from pytest_sglang_perf.options import RunOptions
+from pytest_sglang_perf.plan import ServerPlan, plan_server
+from pytest_sglang_perf.pool import RunningServer, ServerPool
+from pytest_sglang_perf.report import Cell
+from pytest_sglang_perf.samples import Result
+from pytest_sglang_perf.settings import Settings, Variant
+from pytest_sglang_perf.store import BaselineEntry, BaselineStore
+
+REFRESH_FLAG = "--sglang-update-baselines"
+
+
+class PerfSession:
+    def __init__(
+        self, settings: Settings, options: RunOptions, log_dir: Path | None, say: Callable[[str], None]
+    ) -> None:
+        self.settings = settings
+        self.options = options
+        self.pool = ServerPool(log_dir, settings.startup_timeout, say)
+        self.cells: list[Cell] = []
+        self.results: dict[tuple[str, str], Result] = {}
+        self._plans: dict[str, ServerPlan] = {}
+
+    @cached_property
+    def environment(self) -> Environment:
+        return build_environment(
+            model=self.settings.model, simulated=self.options.simulate, sim_args=self.settings.simulate.args
+        )
+
+    @cached_property
+    def store(self) -> BaselineStore:
+        return BaselineStore(self.settings.baseline_dir, self.environment.key)
+
+    def plan(self, variant: Variant) -> ServerPlan:
+        if variant.name not in self._plans:
+            self._plans[variant.name] = plan_server(self.settings, variant, simulate=self.options.simulate)
+        return self._plans[variant.name]
+
+    def server(self, variant: Variant) -> RunningServer:
+        return self.pool.get(self.plan(variant))
+
+    def check(self, test_id: str, result: Result) -> Cell:
+        """Compare a result with its baseline (or record it), remember the cell and return it."""
+        baseline = self.store.lookup(test_id, result.variant)
+        tolerances = {name: self.settings.tolerance(name) for name in result.summaries}
+        checks = check_all(result.summaries, baseline.summaries if baseline else None, tolerances)
+        updated = self.options.update_baselines
+        if updated:
+            self.store.write([self._entry(test_id, result)], self.environment.facts)
+        cell = Cell(test_id, result.variant, checks, result.simulated, updated=updated)
+        self.cells.append(cell)
+        self.results[(test_id, result.variant)] = result
+        return cell
+
+    def _entry(self, test_id: str, result: Result) -> BaselineEntry:
+        return BaselineEntry(
+            test_id=test_id,
+            variant=result.variant,
+            summaries=result.summaries,
+            samples=result.samples,
+            args=self.plan(self.settings.variant(result.variant)).args,
+            prompt_hash=result.prompt_hash,
+            params=result.params.to_dict(),
+            recorded_at=_now(),
+            commit=self._commit,
+            environment=self.environment.facts,
+        )
+
+    @cached_property
+    def _commit(self) -> str | None:
+        return _git_commit(self.settings.root)
+
+    def refresh_command(self, nodeid: str) -> str:
+        """The command that re-measures one test (one variant) and records it as the baseline."""
+        simulate = " --sglang-simulate" if self.options.simulate else ""
+        return f"pytest '{nodeid}'{simulate} {REFRESH_FLAG}"
+
+
+def _now() -> str:
+    from datetime import UTC, datetime
+
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _git_commit(root: Path) -> str | None:
+    import subprocess
+
+    try:
+        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
+                             text=True, timeout=5, check=True)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None

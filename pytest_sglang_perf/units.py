@@ -1,0 +1,34 @@
+"""Parsing of the human-friendly values users write in configuration: durations and percentages."""
+
+from __future__ import annotations
+
+import re
+
+_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
+_PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number (seconds) or a string like '30m', '90s', '1h30m', '2.5m'."""
+    if isinstance(value, bool):
+        raise ValueError("expected a duration like '30m' or a number of seconds, not true/false")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _DURATION.match(value)) and any(match.groups()):
+        h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        seconds = h * 3600 + m * 60 + s
+    else:
+        raise ValueError(f"expected a duration like '30m', '90s' or '1h30m', got {value!r}")
+    if seconds <= 0:
+        raise ValueError(f"a duration must be positive, got {value!r}")
+    return seconds
+
+
+def parse_percent(value: object) -> float:
+    """A fraction from a percentage string: '5%' -> 0.05."""
+    if not isinstance(value, str) or not (match := _PERCENT.match(value)):
+        raise ValueError(f"write a percentage like '5%', got {value!r}")
+    fraction = float(match.group(1)) / 100.0
+    if fraction >= 10:
+        raise ValueError(f"a tolerance of {value} would never fail; write something like '5%'")
+    return fraction

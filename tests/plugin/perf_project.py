@@ -1,0 +1,66 @@
+"""Helpers for pytester runs of real test files against real simulator processes."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from pathlib import Path
+
+import psutil
+import pytest
+
+# Fast simulator knobs: 200 tokens at 2,000 tok/s is ~0.1 s per request.
+FAST_SIM = ["--sim-decode-tok-s", "2000", "--sim-ttft", "0.02", "--sim-boot-seconds", "0.3"]
+TINY_CONFIG = {
+    "architectures": ["LlamaForCausalLM"],
+    "model_type": "llama",
+    "hidden_size": 256,
+    "intermediate_size": 512,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 2,
+    "vocab_size": 1024,
+    "max_position_embeddings": 4096,
+    "torch_dtype": "bfloat16",
+}
+
+
+def toml_list(items: Iterable[str]) -> str:
+    return "[" + ", ".join(json.dumps(i) for i in items) + "]"
+
+
+def write_project(pytester: pytest.Pytester, variants: dict[str, list[str]], *, extra: str = "",
+                  request: str = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n",
+                  sim: Iterable[str] = FAST_SIM) -> Path:
+    """A user project: a tiny model folder and a pyproject.toml with a [tool.sglang_perf] matrix."""
+    model = pytester.path / "model"
+    model.mkdir(exist_ok=True)
+    (model / "config.json").write_text(json.dumps(TINY_CONFIG))
+    lines = [
+        "[tool.sglang_perf]",
+        'model = "model"',
+        'args = ["--random-seed", "0"]',
+        'startup_timeout = "60s"',
+        extra,
+        "[tool.sglang_perf.simulate]",
+        f"args = {toml_list(sim)}",
+        "[tool.sglang_perf.request]",
+        request,
+        "[tool.sglang_perf.variants]",
+        *(f"{name} = {toml_list(args)}" for name, args in variants.items()),
+    ]
+    path = pytester.path / "pyproject.toml"
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def server_processes(marker: Path) -> list[psutil.Process]:
+    """Live processes whose command line mentions `marker` (the test's own tmp folder)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(str(marker) in part for part in proc.info["cmdline"] or ()):
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            continue
+    return found

@@ -1,0 +1,130 @@
+"""Configuration: found once, validated with errors that name the file, the key and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_sglang_perf.plan import flag_value, plan_server
+from pytest_sglang_perf.settings import ConfigError, load_settings, parse_settings
+from pytest_sglang_perf.units import parse_duration, parse_percent
+
+
+def _parse(table: dict[str, object]) -> object:
+    return parse_settings(table, source="sglang-perf.toml", root=Path("/proj"))
+
+
+def test_minimal_settings_have_documented_defaults() -> None:
+    s = parse_settings({"model": "m"}, source="x", root=Path("/proj"))
+    assert [v.name for v in s.variants] == ["default"]
+    assert s.tolerance("output_throughput") == 0.05
+    assert s.tolerance("accept_length") == 0.03
+    assert s.tolerance("ttft") == 0.10
+    assert s.request.max_tokens == 512 and s.request.temperature == 0.6
+    assert s.baseline_dir == Path("/proj/baselines")
+
+
+def test_full_settings() -> None:
+    s = parse_settings({
+        "model": "Qwen/Qwen3.6-27B", "args": ["--tp-size", "2"], "startup_timeout": "1h30m",
+        "variants": {"default": [], "sbo": {"args": ["--enable-single-batch-overlap"], "env": {"NCCL_X": "1"}}},
+        "tolerance": {"ttft": "15%"}, "request": {"max_tokens": 64, "repeats": 5, "timeout": "2m"},
+        "server_command": ["sglang", "serve"], "simulate": {"model_path": "m", "args": ["--sim-ttft", "0.1"]},
+    }, source="x", root=Path("/proj"))
+    assert s.startup_timeout == 5400
+    assert s.variant("sbo").env == {"NCCL_X": "1"}
+    assert s.tolerance("ttft") == pytest.approx(0.15)
+    assert s.request.timeout == 120 and s.request.repeats == 5
+    assert s.simulate.model_path == Path("/proj/m")
+
+
+@pytest.mark.parametrize(("table", "message"), [
+    ({}, "sglang-perf.toml: model: missing"),
+    ({"model": "m", "variants": {"a b": []}}, "variants.a b: variant names may use letters"),
+    ({"model": "m", "variants": {"a": "--x"}}, "variants.a: expected a list of flags"),
+    ({"model": "m", "variants": {"a": {"arg": []}}}, "variants.a.arg: unknown key"),
+    ({"model": "m", "args": ["--host", "0.0.0.0"]}, "args: remove --host"),
+    ({"model": "m", "args": ["--port=1"]}, "args: remove --port"),
+    ({"model": "m", "tolerance": {"ttft": 0.1}}, "tolerance.ttft: write a percentage like '5%'"),
+    ({"model": "m", "request": {"repeats": 0}}, "request.repeats: expected a whole number >= 1"),
+    ({"model": "m", "request": {"temperature": "hot"}}, "request.temperature: expected a number from 0 to 2"),
+    ({"model": "m", "startup_timeout": -5}, "startup_timeout: a duration must be positive"),
+    ({"model": "m", "env": {"A": 1}}, "env: expected a table of strings"),
+])
+def test_bad_values_name_the_key(table: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=None) as info:
+        _parse(table)
+    assert message in str(info.value)
+    assert str(info.value).startswith("sglang-perf.toml: ")
+
+
+def test_lookup_order(tmp_path: Path) -> None:
+    assert load_settings(tmp_path) is None
+    (tmp_path / "pyproject.toml").write_text('[tool.sglang_perf]\nmodel = "from-pyproject"\n')
+    assert load_settings(tmp_path).model == "from-pyproject"  # type: ignore[union-attr]
+    (tmp_path / "sglang-perf.toml").write_text('model = "from-own-file"\n')
+    assert load_settings(tmp_path).model == "from-own-file"  # type: ignore[union-attr]
+    other = tmp_path / "other.toml"
+    other.write_text('[tool.sglang_perf]\nmodel = "explicit"\n')
+    assert load_settings(tmp_path, other).model == "explicit"  # type: ignore[union-attr]
+
+
+def test_invalid_toml_names_the_file(tmp_path: Path) -> None:
+    (tmp_path / "sglang-perf.toml").write_text('model = "x\n')
+    with pytest.raises(ConfigError, match=r"sglang-perf.toml: not valid TOML"):
+        load_settings(tmp_path)
+
+
+def test_pyproject_without_table_is_ignored_unless_explicit(tmp_path: Path) -> None:
+    (tmp_path / "pyproject.toml").write_text('[project]\nname = "x"\n')
+    assert load_settings(tmp_path) is None
+    with pytest.raises(ConfigError, match=r"has no \[tool.sglang_perf\] table"):
+        load_settings(tmp_path, tmp_path / "pyproject.toml")
+
+
+@pytest.mark.parametrize(("text", "seconds"), [("30m", 1800), ("90s", 90), ("1h30m", 5400), (12, 12), ("2.5m", 150)])
+def test_durations(text: object, seconds: float) -> None:
+    assert parse_duration(text) == seconds
+
+
+@pytest.mark.parametrize("bad", ["soon", "", "5x", True, 0])
+def test_bad_durations(bad: object) -> None:
+    with pytest.raises(ValueError):
+        parse_duration(bad)
+
+
+def test_percentages() -> None:
+    assert parse_percent("5%") == pytest.approx(0.05)
+    assert parse_percent(" 2.5 % ") == pytest.approx(0.025)
+    for bad in ("5", 5, "five%", "5000%"):
+        with pytest.raises(ValueError):
+            parse_percent(bad)
+
+
+def test_plan_simulated_and_real(tmp_path: Path) -> None:
+    (tmp_path / "cfg").mkdir()
+    (tmp_path / "cfg" / "config.json").write_text("{}")
+    s = parse_settings({"model": "org/M", "args": ["--api-key", "sekret"], "variants": {"v": ["--x"]},
+                        "simulate": {"model_path": "cfg", "args": ["--sim-ttft", "0.1"]}},
+                       source="x", root=tmp_path)
+    real = plan_server(s, s.variant("v"), simulate=False)
+    assert real.command[1:] == ("-m", "sglang.launch_server", "--model-path", "org/M", "--api-key", "sekret", "--x")
+    assert real.api_key == "sekret" and real.uses_default_launcher
+    sim = plan_server(s, s.variant("v"), simulate=True)
+    assert sim.command[1:3] == ("-m", "pytest_sglang_perf.simulator")
+    assert sim.command[3:5] == ("--model-path", str(tmp_path / "cfg"))
+    assert sim.command[-2:] == ("--sim-ttft", "0.1") and sim.args == ("--api-key", "sekret", "--x")
+
+
+def test_simulating_a_hub_model_needs_a_local_config(tmp_path: Path) -> None:
+    s = parse_settings({"model": "org/M"}, source="pyproject.toml [tool.sglang_perf]", root=tmp_path)
+    with pytest.raises(ConfigError, match=r"simulate.model_path: the simulator reads config.json"):
+        plan_server(s, s.variants[0], simulate=True)
+
+
+def test_flag_values() -> None:
+    args = ["--api-key", "a", "--x", "--api-key=b", "--admin-api-key", "c"]
+    assert flag_value(args, "--api-key") == "b"
+    assert flag_value(args, "--admin-api-key") == "c"
+    assert flag_value(args, "--y") is None
