@@ -57,9 +57,7 @@ class ServerPool:
             env=plan.env,
             api_key=plan.api_key,
         )
-        server = ServerProcess(spec, on_progress=lambda event: self._progress(name, event))
-        self._say(f"[{name}] booting: {server.command_line}")
-        self._say(f"[{name}] log: {spec.log_path}")
+        server = ServerProcess(spec, on_progress=lambda event: self._progress(name, server, event))
         self.boots += 1
         try:
             server.start()
@@ -75,10 +73,13 @@ class ServerPool:
             self._log_dir = Path(tempfile.mkdtemp(prefix="sglang-perf-logs-"))
         return self._log_dir
 
-    def _progress(self, name: str, event: ProgressEvent) -> None:
-        if event.phase == "ready":
+    def _progress(self, name: str, server: ServerProcess, event: ProgressEvent) -> None:
+        if event.phase == "launched":
+            self._say(f"[{name}] booting ({event.message}): {server.command_line}")
+            self._say(f"[{name}] log: {server.spec.log_path}")
+        elif event.phase == "ready":
             self._say(f"[{name}] {event.message}")
-        elif event.phase != "launched":
+        else:
             self._say(f"[{name}] {event.message} ({event.elapsed:.1f} s)")
 
     def stop(self, name: str) -> None:

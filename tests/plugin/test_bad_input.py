@@ -13,7 +13,7 @@ from perf_project import server_processes, write_project
          "*pyproject.toml [[]tool.sglang_perf[]]: tolerance.output_throughput: write a percentage like '5%'*"),
         ('[tool.sglang_perf.tolerance]\nthroughput = "5%"',
          "*tolerance.throughput: unknown key; known keys here: accept_length, boot_seconds*"),
-        ('startup_timeout = "soon"', "*startup_timeout: expected a duration like '30m'*"),
+        ("baseline_dir = 5", "*baseline_dir: expected a non-empty string, got 5*"),
         ('server_command = "python -m sglang.launch_server"', "*server_command: expected a list of strings*"),
         ('modle = "x"', "*modle: unknown key; known keys here:*model*"),
     ],

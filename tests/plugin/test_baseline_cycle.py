@@ -21,13 +21,17 @@ def _baseline_files(pytester: pytest.Pytester) -> list[str]:
 
 
 def test_baseline_cycle(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    write_project(pytester, {"default": [], "overlap": ["--enable-single-batch-overlap"]})
+    write_project(pytester, {"default": [], "capped": ["--max-running-requests", "8"]})
     pytester.makepyfile(test_perf=TEST_FILE)
 
     first = pytester.runpytest("--sglang-simulate")
     first.assert_outcomes(passed=2)
-    first.stdout.fnmatch_lines(["*test_red_black_tree*default*output_throughput*new*",
-                                "*2 cells*2 new*", "*--sglang-update-baselines*"])
+    first.stdout.fnmatch_lines([
+        "variant default (SIMULATED)",
+        "*test_perf.py::test_red_black_tree*output_throughput*new",
+        "*2 cells*2 new*",
+        "*--sglang-update-baselines*",
+    ])
     assert _baseline_files(pytester) == []
 
     record = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines")
@@ -35,21 +39,24 @@ def test_baseline_cycle(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPat
     [name] = _baseline_files(pytester)
     data = json.loads((pytester.path / "baselines" / name).read_text())
     cells = data["entries"]["test_perf.py::test_red_black_tree"]
-    assert set(cells) == {"default", "overlap"}
+    assert set(cells) == {"default", "capped"}
     assert len(cells["default"]["samples"]) == 3
-    assert cells["overlap"]["args"] == ["--random-seed", "0", "--enable-single-batch-overlap"]
+    assert cells["capped"]["args"] == ["--random-seed", "0", "--max-running-requests", "8"]
 
     again = pytester.runpytest("--sglang-simulate")
     again.assert_outcomes(passed=2)
     again.stdout.fnmatch_lines(["*2 cells*2 ok*"])
 
     monkeypatch.setenv("SGLANG_SIM_SLOWDOWN", "0.2")
-    slowed = pytester.runpytest("--sglang-simulate", "--sglang-variants", "overlap")
+    slowed = pytester.runpytest("--sglang-simulate", "--sglang-variants", "capped")
     slowed.assert_outcomes(failed=1)
     slowed.stdout.fnmatch_lines([
-        "*FAILED test_perf.py::test_red_black_tree[[]overlap[]]*",
-        "*output_throughput*regressed*",
-        "*--sglang-update-baselines*",
+        "*_ test_red_black_tree[[]capped[]] _*",
+        "*test_perf.py::test_red_black_tree [[]capped[]]: regressed (SIMULATED)",
+        "*metric*baseline*measured*change*allowed*verdict",
+        "*output_throughput*-1?.?%*-5.0%*REGRESSED",
+        "*pytest 'test_perf.py::test_red_black_tree[[]capped[]]' --sglang-simulate --sglang-update-baselines",
+        "FAILED test_perf.py::test_red_black_tree[[]capped[]]*",
     ])
     assert "SIMULATED" in slowed.stdout.str()
 

@@ -43,7 +43,7 @@ def _finish(proc: subprocess.Popen[str], sig: int) -> int:
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
-@pytest.mark.parametrize(("when", "needle"), [("boot", "] booting:"), ("measurement", "] ready in")])
+@pytest.mark.parametrize(("when", "needle"), [("boot", "] booting ("), ("measurement", "] ready in")])
 def test_interrupt_leaves_no_process(pytester: pytest.Pytester, sig: int, when: str, needle: str) -> None:
     sim = ["--sim-boot-seconds", "20"] if when == "boot" else ["--sim-boot-seconds", "0.3", "--sim-decode-tok-s", "20"]
     write_project(pytester, {"a": []}, request="max_tokens = 400\nrepeats = 1\nwarmup = 0\n", sim=sim)

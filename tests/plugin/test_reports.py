@@ -21,10 +21,13 @@ def test_summary_and_results_file(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "sglang-perf: pyproject.toml [[]tool.sglang_perf[]]; model model; variants: a, b; SIMULATED*",
-        "*sglang-perf*",
-        "*SIMULATED*",
-        "*test_r.py::test_hello*a*output_throughput*new*",
-        "*test_r.py::test_hello*b*ttft*new*",
+        "*[[]a[]] booting (launched: pid *, port *): *python* -m pytest_sglang_perf.simulator --model-path * --port *",
+        "*= sglang-perf =*",
+        "variant a (SIMULATED)",
+        "*test_r.py::test_hello*output_throughput*new",
+        "*ttft*new",
+        "variant b (SIMULATED)",
+        "*test_r.py::test_hello*output_throughput*new",
     ])
     data = json.loads((pytester.path / "out" / "results.json").read_text())
     assert data["simulated"] is True

@@ -42,7 +42,7 @@ def test_two_variants_three_tests_boot_twice(pytester: pytest.Pytester, monkeypa
         "*test_one[[]a[]]*", "*test_two[[]a[]]*", "*test_three[[]a[]]*",
         "*test_one[[]b[]]*", "*test_two[[]b[]]*", "*test_three[[]b[]]*",
     ])
-    assert result.stdout.str().count("] booting:") == 2
+    assert result.stdout.str().count("] booting (") == 2
     lines = pids_file.read_text().split("\n")
     pids = {line.split()[1] for line in lines if line}
     assert len(pids) == 2
@@ -55,7 +55,7 @@ def test_variants_option_selects(pytester: pytest.Pytester, monkeypatch: pytest.
     monkeypatch.setenv("PIDS_FILE", str(pytester.path / "pids.txt"))
     result = pytester.runpytest("--sglang-simulate", "--sglang-variants", "b")
     result.assert_outcomes(passed=3)
-    assert result.stdout.str().count("] booting:") == 1
+    assert result.stdout.str().count("] booting (") == 1
 
 
 def test_unknown_variant_is_a_usage_error(pytester: pytest.Pytester) -> None:

@@ -1,0 +1,152 @@
+"""The simulated model: what SGLang reads from `config.json` at `--model-path`.
+
+Only sizes and names are read (architecture, context length, layer and head counts); they feed
+`/model_info`, the memory plan and the log lines, and later a roofline timing model.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+_CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "max_seq_len",
+                 "model_max_length")
+_DEFAULT_CONTEXT_LEN = 2048
+_DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
+
+
+class ModelConfigError(Exception):
+    """config.json is missing or unreadable; the message names the path and the fix."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    path: str
+    architectures: tuple[str, ...]
+    model_type: str | None
+    context_len: int
+    hidden_size: int
+    num_layers: int
+    num_kv_layers: int
+    num_attention_heads: int
+    num_kv_heads: int
+    head_dim: int
+    intermediate_size: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    num_experts: int
+    experts_per_token: int
+    moe_intermediate_size: int
+    dtype: str
+    is_multimodal: bool
+    eos_token_id: int | None
+
+    @property
+    def architecture(self) -> str:
+        return self.architectures[0] if self.architectures else "LlamaForCausalLM"
+
+    @property
+    def dtype_bytes(self) -> int:
+        return _DTYPE_BYTES.get(self.dtype, 2)
+
+    def param_count(self) -> int:
+        """Estimated parameter count (embeddings, attention, MLP or all experts)."""
+        embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        return embed + self.num_layers * (self._attention_params() + self._mlp_params(self.num_experts))
+
+    def active_param_count(self) -> int:
+        """Parameters touched per token (MoE: only the routed experts)."""
+        embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        active = min(self.experts_per_token, self.num_experts)
+        return embed + self.num_layers * (self._attention_params() + self._mlp_params(active))
+
+    def kv_bytes_per_token(self, tp_size: int) -> int:
+        """K and V bytes one token takes on one tensor-parallel rank."""
+        kv_heads = max(1, self.num_kv_heads // max(1, tp_size))
+        return 2 * self.num_kv_layers * kv_heads * self.head_dim * self.dtype_bytes
+
+    def _attention_params(self) -> int:
+        q = self.num_attention_heads * self.head_dim
+        kv = self.num_kv_heads * self.head_dim
+        return self.hidden_size * (2 * q + 2 * kv)
+
+    def _mlp_params(self, experts: int) -> int:
+        if self.num_experts <= 1:
+            return 3 * self.hidden_size * self.intermediate_size
+        return experts * 3 * self.hidden_size * self.moe_intermediate_size + self.hidden_size * self.num_experts
+
+
+def load_model_config(model_path: str) -> ModelConfig:
+    config_file = Path(model_path) / "config.json"
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ModelConfigError(
+            f"Can't load the configuration of '{model_path}': {config_file} does not exist. "
+            "The simulator reads the model's config.json from --model-path; point --model-path at a "
+            "local model folder that contains config.json (copying the model's config.json is enough)."
+        ) from None
+    except (OSError, ValueError) as exc:
+        raise ModelConfigError(f"Can't load the configuration of '{model_path}': {config_file}: {exc}") from None
+    if not isinstance(raw, dict):
+        raise ModelConfigError(f"Can't load the configuration of '{model_path}': {config_file} is not a JSON object")
+    return model_config_from_dict(model_path, raw)
+
+
+def model_config_from_dict(model_path: str, raw: Mapping[str, Any]) -> ModelConfig:
+    text = _text_config(raw)
+    hidden = int(text.get("hidden_size", 4096))
+    heads = int(text.get("num_attention_heads", 32))
+    layers = int(text.get("num_hidden_layers", 32))
+    num_experts = int(_first(text, ("num_experts", "n_routed_experts", "num_local_experts"), 1))
+    return ModelConfig(
+        path=model_path,
+        architectures=tuple(raw.get("architectures") or text.get("architectures") or ()),
+        model_type=raw.get("model_type"),
+        context_len=int(_first(text, _CONTEXT_KEYS, _first(raw, _CONTEXT_KEYS, _DEFAULT_CONTEXT_LEN))),
+        hidden_size=hidden,
+        num_layers=layers,
+        num_kv_layers=_kv_layer_count(text, layers),
+        num_attention_heads=heads,
+        num_kv_heads=int(text.get("num_key_value_heads") or heads),
+        head_dim=int(text.get("head_dim") or hidden // heads),
+        intermediate_size=int(text.get("intermediate_size", 4 * hidden)),
+        vocab_size=int(text.get("vocab_size", 32000)),
+        tie_word_embeddings=bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
+        num_experts=num_experts,
+        experts_per_token=int(text.get("num_experts_per_tok", 1 if num_experts <= 1 else 8)),
+        moe_intermediate_size=int(text.get("moe_intermediate_size", text.get("intermediate_size", 4 * hidden))),
+        dtype=str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or "bfloat16"),
+        is_multimodal="vision_config" in raw or "audio_config" in raw,
+        eos_token_id=_eos_token_id(raw.get("eos_token_id", text.get("eos_token_id"))),
+    )
+
+
+def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """Multimodal configs nest the language model under `text_config`; fall back to the top level."""
+    text = raw.get("text_config")
+    return {**raw, **text} if isinstance(text, dict) else raw
+
+
+def _first(data: Mapping[str, Any], keys: tuple[str, ...], default: Any) -> Any:
+    return next((data[key] for key in keys if data.get(key) is not None), default)
+
+
+def _kv_layer_count(text: Mapping[str, Any], layers: int) -> int:
+    """Hybrid models (linear + full attention) keep a KV cache only in their full-attention layers."""
+    layer_types = text.get("layer_types")
+    if isinstance(layer_types, list) and layer_types:
+        return max(1, sum(1 for kind in layer_types if kind == "full_attention"))
+    interval = text.get("full_attention_interval")
+    if isinstance(interval, int) and interval > 0:
+        return max(1, layers // interval)
+    return layers
+
+
+def _eos_token_id(value: Any) -> int | None:
+    if isinstance(value, list):
+        value = value[0] if value else None
+    return value if isinstance(value, int) else None

@@ -1,0 +1,96 @@
+"""Resolved server args: the raw flags plus what SGLang 0.5.23's resolution pipeline derives from them.
+
+The result is what SGLang shows in its `server_args={...}` log line and in `/server_info`: every field
+by its argparse dest, resolved. The pipeline order follows srt/arg_groups/pipeline.py: serving defaults,
+CUDA-graph config, GPU-memory defaults, then speculative decoding. Messages are the resolution log
+lines SGLang prints, in order.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Any
+
+from pytest_sglang_perf.simulator.cudagraph import (
+    CudaGraphPlan,
+    apply_compatibility,
+    capacity_defaults,
+    graph_reserve_mb,
+    materialize_sizes,
+    parse_cuda_graph_config,
+)
+from pytest_sglang_perf.simulator.hardware import Gpu
+from pytest_sglang_perf.simulator.model import ModelConfig
+from pytest_sglang_perf.simulator.speculative import SpecConfig, resolve_speculative
+
+
+@dataclass(frozen=True)
+class Resolution:
+    args: Mapping[str, Any]
+    """Every server arg by dest, resolved (read-only)."""
+    messages: tuple[str, ...]
+    spec: SpecConfig | None
+    cuda_graph: CudaGraphPlan
+    context_len: int
+
+    def __getitem__(self, dest: str) -> Any:
+        return self.args[dest]
+
+    @property
+    def tp_size(self) -> int:
+        return int(self.args.get("tp_size") or 1)
+
+
+def resolve_args(raw: Mapping[str, Any], model: ModelConfig, gpu: Gpu) -> Resolution:
+    """Raises speculative.ResolutionError for combinations SGLang rejects."""
+    values = dict(raw)
+    messages: list[str] = []
+    _serving_defaults(values)
+    plan = apply_compatibility(parse_cuda_graph_config(values), values, model, messages)
+    plan = _gpu_memory_settings(values, plan, gpu)
+    spec = resolve_speculative(values, model, messages)
+    values["cuda_graph_config"] = plan.to_dict()
+    values["enable_dp_attention"] = int(values.get("attn_dp_size") or 1) > 1
+    return Resolution(
+        args=MappingProxyType(values), messages=tuple(messages), spec=spec, cuda_graph=plan,
+        context_len=int(values.get("context_length") or model.context_len),
+    )
+
+
+def _serving_defaults(values: dict[str, Any]) -> None:
+    """srt/arg_groups/serving_hook.py::handle_missing_default_values (and page size)."""
+    model_path = values.get("model_path")
+    if values.get("tokenizer_path") is None:
+        values["tokenizer_path"] = model_path
+    if values.get("served_model_name") is None:
+        values["served_model_name"] = model_path
+    values["device"] = str(values.get("device") or "cuda").split(":")[0]
+    if values.get("random_seed") is None:
+        values["random_seed"] = random.randint(0, 1 << 30)
+    if values.get("page_size") is None:
+        values["page_size"] = 1
+
+
+def _gpu_memory_settings(values: dict[str, Any], plan: CudaGraphPlan, gpu: Gpu) -> CudaGraphPlan:
+    """srt/arg_groups/memory_hook.py::handle_gpu_memory_settings."""
+    tp_size = int(values.get("tp_size") or 1)
+    chunked_default, decode_max_bs = capacity_defaults(gpu.memory_mib, tp_size)
+    if values.get("chunked_prefill_size") is None:
+        values["chunked_prefill_size"] = chunked_default
+    plan = materialize_sizes(plan, values, decode_max_bs)
+    if values.get("mem_fraction_static") is None:
+        values["mem_fraction_static"] = _mem_fraction_static(values, plan, gpu)
+    return plan
+
+
+def _mem_fraction_static(values: Mapping[str, Any], plan: CudaGraphPlan, gpu: Gpu) -> float:
+    chunked = int(values["chunked_prefill_size"])
+    activation_tokens = max(chunked if chunked > 0 else int(values.get("max_prefill_tokens") or 16384), 2048)
+    parallel = int(values.get("tp_size") or 1) * int(values.get("pp_size") or 1)
+    reserved = 512 + activation_tokens * 1.5 + parallel / 8 * 1024 + graph_reserve_mb(plan)
+    if gpu.memory_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu.memory_mib - reserved) / gpu.memory_mib, 3)

@@ -1,0 +1,153 @@
+"""Model config loading, SGLang's argument resolution (speculative, CUDA graphs, memory) and the memory plan."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sglang_perf.simulator.flags import DEFAULT_TABLE, build_parser, load_flag_table
+from pytest_sglang_perf.simulator.hardware import H100_80GB
+from pytest_sglang_perf.simulator.knobs import knob_dests
+from pytest_sglang_perf.simulator.memory import effective_max_running_requests, plan_memory
+from pytest_sglang_perf.simulator.model import ModelConfig, ModelConfigError, load_model_config, model_config_from_dict
+from pytest_sglang_perf.simulator.resolve import Resolution, resolve_args
+from pytest_sglang_perf.simulator.speculative import (
+    MSG_DRAFT_TOKENS,
+    MSG_MAX_RUNNING,
+    ResolutionError,
+    SpecConfig,
+    draft_architecture,
+)
+
+pytestmark = pytest.mark.skipif(not DEFAULT_TABLE.exists(), reason="the real SGLang flag table is not generated yet")
+
+QWEN3_8B = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096,
+            "num_hidden_layers": 36, "num_attention_heads": 32, "num_key_value_heads": 8, "head_dim": 128,
+            "intermediate_size": 12288, "vocab_size": 151936, "max_position_embeddings": 40960,
+            "torch_dtype": "bfloat16", "eos_token_id": 151645, "tie_word_embeddings": False}
+
+
+@pytest.fixture()
+def model() -> ModelConfig:
+    return model_config_from_dict("/models/qwen3-8b", QWEN3_8B)
+
+
+def _resolve(model: ModelConfig, *flags: str) -> Resolution:
+    namespace = build_parser(load_flag_table()).parse_args(["--model-path", model.path, *flags])
+    raw: dict[str, Any] = {k: v for k, v in vars(namespace).items() if k not in knob_dests()}
+    return resolve_args(raw, model, H100_80GB)
+
+
+def test_load_model_config(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text(json.dumps(QWEN3_8B))
+    model = load_model_config(str(tmp_path))
+    assert model.architectures == ("Qwen3ForCausalLM",) and model.model_type == "qwen3"
+    assert model.context_len == 40960 and model.eos_token_id == 151645
+    assert 7.5e9 < model.param_count() < 8.5e9  # Qwen3-8B has 8.2B parameters
+
+
+def test_missing_config_names_the_path(tmp_path: Path) -> None:
+    with pytest.raises(ModelConfigError, match=f"{tmp_path}/config.json does not exist.*--model-path"):
+        load_model_config(str(tmp_path))
+
+
+def test_nested_text_config_and_hybrid_layers() -> None:
+    raw = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5", "vision_config": {},
+           "text_config": {**QWEN3_8B, "max_position_embeddings": 262144,
+                           "layer_types": ["linear_attention"] * 3 * 9 + ["full_attention"] * 9}}
+    model = model_config_from_dict("m", raw)
+    assert model.context_len == 262144 and model.is_multimodal and model.num_kv_layers == 9
+    assert model.architecture == "Qwen3_5ForConditionalGeneration"
+
+
+def test_serving_defaults(model: ModelConfig) -> None:
+    res = _resolve(model)
+    assert res["served_model_name"] == model.path and res["tokenizer_path"] == model.path
+    assert isinstance(res["random_seed"], int) and res["device"] == "cuda"
+    assert res["max_running_requests"] is None and res.spec is None and res.messages == ()
+    assert res["chunked_prefill_size"] == 8192  # 80 GB GPU
+    assert 0.8 < res["mem_fraction_static"] < 0.9
+    assert res.context_len == 40960
+
+
+def test_nextn_resolves_to_eagle_with_sglang_messages(model: ModelConfig) -> None:
+    res = _resolve(model, "--speculative-algorithm", "nextn", "--speculative-num-steps", "3",
+                   "--speculative-eagle-topk", "1", "--speculative-num-draft-tokens", "5")
+    assert res["speculative_algorithm"] == "EAGLE"
+    assert res["max_running_requests"] == 48
+    assert res["speculative_num_draft_tokens"] == 4
+    assert res.messages == (MSG_MAX_RUNNING, MSG_DRAFT_TOKENS)
+    assert res.spec is not None and res.spec.max_tokens_per_step == 4
+
+
+def test_draft_architecture_names() -> None:
+    spec = SpecConfig("EAGLE", 3, 1, 4)
+    assert draft_architecture(spec, "Qwen3_5ForConditionalGeneration") == "Qwen3_5ForCausalLMMTP"
+    assert draft_architecture(spec, "LlamaForCausalLM") == "LlamaForCausalLMEagle"
+    assert draft_architecture(SpecConfig("EAGLE3", 3, 1, 4), "LlamaForCausalLM") == "LlamaForCausalLMEagle3"
+
+
+def test_explicit_max_running_requests_is_kept(model: ModelConfig) -> None:
+    res = _resolve(model, "--speculative-algorithm", "EAGLE", "--max-running-requests", "16")
+    assert res["max_running_requests"] == 16 and MSG_MAX_RUNNING not in res.messages
+    params = (res["speculative_num_steps"], res["speculative_eagle_topk"], res["speculative_num_draft_tokens"])
+    assert params == (3, 1, 4)
+
+
+def test_partial_eagle_params_fail_like_sglang(model: ModelConfig) -> None:
+    with pytest.raises(ResolutionError, match="Pass all three"):
+        _resolve(model, "--speculative-algorithm", "EAGLE", "--speculative-num-steps", "3")
+    with pytest.raises(ResolutionError, match="Unknown speculative algorithm name: MAGIC"):
+        _resolve(model, "--speculative-algorithm", "MAGIC")
+
+
+def test_cuda_graph_defaults(model: ModelConfig) -> None:
+    plan = _resolve(model).cuda_graph.to_dict()
+    assert plan["decode"]["backend"] == "full" and plan["decode"]["max_bs"] == 256
+    assert plan["decode"]["bs"][:5] == [1, 2, 4, 8, 12]
+    assert plan["prefill"]["backend"] == "breakable" and plan["prefill"]["max_bs"] == 8192
+    assert set(plan["prefill"]) >= {"backend", "max_bs", "bs", "tc_compiler", "max_context_size",
+                                    "full_prefill_max_req", "full_prefill_prefix_chunk_tokens", "max_seq_len"}
+
+
+@pytest.mark.parametrize(("flags", "prefill", "decode"), [
+    (["--disable-prefill-cuda-graph"], "disabled", "full"),
+    (["--cuda-graph-backend-prefill", "disabled"], "disabled", "full"),
+    (["--disable-cuda-graph"], "disabled", "disabled"),
+    (["--disable-cuda-graph", "--cuda-graph-backend-decode", "full"], "disabled", "full"),
+    (["--cuda-graph-config", '{"prefill": {"backend": "full"}}', "--cuda-graph-backend-prefill", "disabled"],
+     "full", "full"),
+    (["--pp-size", "2"], "disabled", "full"),
+    (["--pp-size", "2", "--cuda-graph-backend-prefill", "breakable"], "breakable", "full"),
+    (["--enable-two-batch-overlap"], "disabled", "full"),
+])
+def test_cuda_graph_precedence_and_auto_disable(model: ModelConfig, flags: list[str], prefill: str,
+                                                decode: str) -> None:
+    res = _resolve(model, *flags)
+    assert (res.cuda_graph.prefill.backend, res.cuda_graph.decode.backend) == (prefill, decode)
+    assert res["cuda_graph_config"]["prefill"]["backend"] == prefill
+
+
+def test_auto_disable_logs_sglang_message(model: ModelConfig) -> None:
+    res = _resolve(model, "--enable-two-batch-overlap")
+    message = "Breakable CUDA graph is incompatible with two-batch overlap; disabling prefill CUDA graph."
+    assert res.messages == (message,)
+
+
+def test_memory_plan(model: ModelConfig) -> None:
+    res = _resolve(model, "--speculative-algorithm", "EAGLE")
+    memory = plan_memory(res, model, H100_80GB)
+    assert 15 < memory.weight_gib < 17  # 8.2B bf16 parameters
+    assert memory.kv_tokens > 100_000
+    assert memory.max_running_requests == 48
+    assert max(memory.decode_capture_bs) == 48
+    assert 0 < memory.final_gib < memory.after_kv_gib < memory.after_weights_gib < memory.free_gib
+
+
+def test_effective_max_running_requests_without_a_cap(model: ModelConfig) -> None:
+    res = _resolve(model)
+    assert effective_max_running_requests(res, 400_000) == 4096
+    assert effective_max_running_requests(res, 3000) == 1500
