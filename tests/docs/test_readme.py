@@ -24,7 +24,7 @@ def test_quick_start_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyP
         f"model_path = {str(MODEL_SHAPE)!r}\n"
         "[tool.sglang_perf.request]\nrepeats = 1\nwarmup = 0\n"
     ))
-    pytester.makepyfile(test_prompts=test_file)
+    pytester.makepyfile(test_readme_quick_start=test_file)
     for knob, value in {"DECODE_TOK_S": "20000", "TTFT": "0.01", "BOOT_SECONDS": "0.2"}.items():
         monkeypatch.setenv(f"SGLANG_SIM_{knob}", value)
     result = pytester.runpytest("--sglang-simulate", "-v")
