@@ -129,7 +129,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     names = ", ".join(v.name for v in state.variants)
     mode = "SIMULATED (the plugin's simulator, not SGLang)" if state.options.simulate else "SGLang"
-    lines = [f"sglang-perf: {state.settings.source}; model {state.settings.model}; variants: {names}; {mode}"]
+    lines = [f"sglang-perf: {state.settings.source}; model {state.settings.model}; variants: {names}; {mode}",
+             f"sglang-perf: baselines: {state.session.store.path}"]
     if state.options.update_baselines:
         lines.append("sglang-perf: recording new baselines (--sglang-update-baselines)")
     return lines

@@ -85,7 +85,8 @@ class PerfSession:
     def refresh_command(self, nodeid: str) -> str:
         """The command that re-measures one test (one variant) and records it as the baseline."""
         simulate = " --sglang-simulate" if self.options.simulate else ""
-        return f"pytest '{nodeid}'{simulate} {REFRESH_FLAG}"
+        config = f" --sglang-config {self.options.config_path}" if self.options.config_path else ""
+        return f"pytest '{nodeid}'{simulate}{config} {REFRESH_FLAG}"
 
 
 def _now() -> str:
