@@ -18,6 +18,8 @@ from pytest_sglang_perf.store import BaselineFileError
 if TYPE_CHECKING:
     import openai
 
+    from pytest_sglang_perf.client import StreamRecord
+
 
 class SGLangPerf:
     """What a test gets from the `sglang_perf` fixture: one variant's running server."""
@@ -64,6 +66,26 @@ class SGLangPerf:
         except RequestFailed as exc:
             pytest.fail(f"[{self.variant.name}] request failed: {exc}\nserver log: {self.server.log_path}",
                         pytrace=False)
+
+    def cross_check(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+                    seed: int | None = None) -> StreamRecord:
+        """Send the request `measure()` would send through the `openai` package instead (one request).
+
+        For functional checks that the two clients agree (tokens, text, speculative statistics); its timings
+        carry the `openai` package's overhead, so never gate on them.
+        """
+        __tracebackhide__ = True
+        from pytest_sglang_perf.client import ChatRequest, RequestFailed
+        from pytest_sglang_perf.openai_client import cross_check
+
+        params = self._params(prompt, max_tokens, temperature, 1, 0, seed)
+        request = ChatRequest(model=self.model, prompt=prompt, max_tokens=params.max_tokens,
+                              temperature=params.temperature, seed=params.seed,
+                              timeout=self._session.settings.request.timeout)
+        try:
+            return cross_check(self.base_url, request, self.server.plan.api_key)
+        except RequestFailed as exc:
+            pytest.fail(f"[{self.variant.name}] request through openai failed: {exc}", pytrace=False)
 
     def _params(self, prompt: str, max_tokens: int | None, temperature: float | None, repeats: int | None,
                 warmup: int | None, seed: int | None) -> RequestParams:

@@ -25,8 +25,14 @@ def test_measure_and_openai_client(pytester: pytest.Pytester) -> None:
             assert reply.usage.completion_tokens == 12
             assert reply.choices[0].finish_reason == "length"
             assert sglang_perf.base_url.startswith("http://127.0.0.1:")
+
+        def test_cross_check(sglang_perf):
+            ours = sglang_perf.measure("hi", max_tokens=24, repeats=1, warmup=0).samples[0]
+            theirs = sglang_perf.cross_check("hi", max_tokens=24)
+            assert theirs.sample.completion_tokens == ours.completion_tokens == 24
+            assert theirs.sample.prompt_tokens == ours.prompt_tokens
     """)
-    pytester.runpytest("--sglang-simulate").assert_outcomes(passed=2)
+    pytester.runpytest("--sglang-simulate").assert_outcomes(passed=3)
 
 
 def test_speculative_server_reports_accept_length(pytester: pytest.Pytester) -> None:
