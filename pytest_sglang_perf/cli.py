@@ -21,6 +21,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--real", action="store_true", help="never fall back to the simulator")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
+    check = sub.add_parser(
+        "check", help="pre-flight: check every variant's flags before any server starts (exit 1 on an error)",
+        description="Parses every variant's command line with the installed SGLang's parser (else the flag table "
+                    "of the SGLang version the simulator models) and reports unknown, ambiguous and repeated flags "
+                    "and known incompatible combinations. No server is started; no GPU is needed.",
+    )
+    check.add_argument("--config", type=Path, default=None, help="sglang-perf.toml or pyproject.toml to check")
+    check.add_argument("--simulate", action="store_true", help="check against the simulator's SGLang flag table")
+    check.add_argument("--gpu", action="append", default=[], metavar="NAME",
+                       help="GPU the matrix will run on, e.g. 'H100' (default: what nvidia-smi finds)")
     show = sub.add_parser("baselines", help="list the stored baselines (environment, test, variant, medians)")
     show.add_argument("--dir", type=Path, default=Path("baselines"), help="baseline directory (default: baselines)")
     return parser
@@ -59,10 +69,37 @@ def show_baselines(directory: Path) -> int:
     return status
 
 
+def check(config: Path | None, *, simulate: bool, gpus: Sequence[str]) -> int:
+    from pytest_sglang_perf.plan import plan_server
+    from pytest_sglang_perf.preflight import Level, check_plans, choose_parser
+    from pytest_sglang_perf.settings import ConfigError, load_settings
+
+    try:
+        settings = load_settings(Path.cwd(), config)
+    except ConfigError as exc:
+        print(f"sglang-perf check: {exc}", file=sys.stderr)
+        return 2
+    if settings is None:
+        print("sglang-perf check: no configuration found (sglang-perf.toml, or [tool.sglang_perf] in "
+              "pyproject.toml, in this directory; or pass --config PATH)", file=sys.stderr)
+        return 2
+    parser = choose_parser(simulate=simulate)
+    plans = [plan_server(settings, variant, simulate=False) for variant in settings.variants]
+    findings = check_plans(plans, parser, gpu_names=tuple(gpus) or detect_gpus().names)
+    for finding in findings:
+        print(finding)
+    errors = sum(f.level is Level.ERROR for f in findings)
+    print(f"sglang-perf check: {len(plans)} variants, {errors} errors, {len(findings) - errors} warnings "
+          f"({settings.source}; checked with {parser.source})")
+    return 1 if errors else 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     ns = _parser().parse_args(argv)
     if ns.command == "run":
         return run(ns.pytest_args, real=ns.real)
+    if ns.command == "check":
+        return check(ns.config, simulate=ns.simulate, gpus=ns.gpu)
     return show_baselines(ns.dir)
 
 

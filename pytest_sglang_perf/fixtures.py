@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from pytest_sglang_perf.client import StreamRecord
 
 
+_EXIT_WAIT = 0.5
+"""Seconds a failed request waits for a dying server process to finish exiting, to say how it ended."""
+
+
 class SGLangPerf:
     """What a test gets from the `sglang_perf` fixture: one variant's running server."""
 
@@ -64,8 +68,9 @@ class SGLangPerf:
                 api_key=self.server.plan.api_key, timeout=self._session.settings.request.timeout,
             )
         except RequestFailed as exc:
-            pytest.fail(f"[{self.variant.name}] request failed: {exc}\nserver log: {self.server.log_path}",
-                        pytrace=False)
+            failure = (f"[{self.variant.name}] request failed: {exc}{self._server_gone()}\n"
+                       f"server log: {self.server.log_path}")
+        pytest.fail(failure, pytrace=False)  # outside the except block: no "During handling of ..." chain
 
     def cross_check(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
                     seed: int | None = None) -> StreamRecord:
@@ -86,6 +91,11 @@ class SGLangPerf:
             return cross_check(self.base_url, request, self.server.plan.api_key)
         except RequestFailed as exc:
             pytest.fail(f"[{self.variant.name}] request through openai failed: {exc}", pytrace=False)
+
+    def _server_gone(self) -> str:
+        """Says so when the server process has ended (the request failed because the server died)."""
+        ended = self.server.exit_description(_EXIT_WAIT)
+        return "" if ended is None else f"\nthe server process (pid {self.server.pid}) is gone: {ended}"
 
     def _params(self, prompt: str, max_tokens: int | None, temperature: float | None, repeats: int | None,
                 warmup: int | None, seed: int | None) -> RequestParams:

@@ -37,6 +37,8 @@ log = logging.getLogger(__name__)
 REDACTED = "***"
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
 TAIL_LINES = 30
+TAIL_LINE_CHARS = 400
+"""Longer log lines (SGLang's `server_args={...}` runs to ~15,000 characters) are clipped in a boot report's tail."""
 _PORT_IN_USE = ("address already in use", "[errno 98]", "port is already in use")
 _PROBE_TIMEOUT = 5.0
 _FAILED_BOOT_GRACE = 10.0
@@ -162,9 +164,13 @@ class _PortInUse(Exception):
 
 
 def _screen_line(line: str) -> str:
-    """What a terminal shows of a line: the last carriage-return segment (tqdm bars), right-stripped."""
+    """What a terminal shows of a line: the last carriage-return segment (tqdm bars), right-stripped; clipped to
+    TAIL_LINE_CHARS."""
     segments = [segment for segment in line.split("\r") if segment.strip()]
-    return segments[-1].rstrip() if segments else ""
+    shown = segments[-1].rstrip() if segments else ""
+    if len(shown) <= TAIL_LINE_CHARS:
+        return shown
+    return f"{shown[:TAIL_LINE_CHARS]}... ({len(shown) - TAIL_LINE_CHARS} more characters in the log file)"
 
 
 class _LogFeed:
@@ -357,6 +363,16 @@ class ServerProcess:
 
     def is_running(self) -> bool:
         return self._proc is not None and not self._stopped and self._proc.poll() is None
+
+    def exit_description(self, wait: float = 0.0) -> str | None:
+        """How the server process ended ("killed by SIGKILL", "exited with code 1"), waiting up to `wait` seconds
+        for it to finish exiting; None while it runs (or before it started, or after stop())."""
+        if self._proc is None or self._stopped:
+            return None
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self._proc.wait(timeout=wait)
+        code = self._proc.poll()
+        return None if code is None else _exit_reason(code).removesuffix(" during boot")
 
     def log_text(self) -> str:
         """The server's log file so far (all attempts), secrets redacted."""

@@ -32,6 +32,7 @@ class PluginState:
     config: pytest.Config
     variant_of: dict[str, str] = field(default_factory=dict)
     last_test: dict[str, str] = field(default_factory=dict)
+    preflight_errors: dict[str, list[str]] = field(default_factory=dict)
     _session: PerfSession | None = None
     _previous_sigterm: object = None
 
@@ -169,25 +170,44 @@ def _item_variant(item: pytest.Item) -> str | None:
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
-    """Remember each variant's last test (after deselection) to stop its server right after it."""
+    """Remember each variant's last test (after deselection), then check the used variants' flags."""
     state = session.config.stash[STATE]
     for item in session.items:
         name = state.variant_of.get(item.nodeid)
         if name is not None:
             state.last_test[name] = item.nodeid
+    if state.last_test and state.skip_reason() is None:
+        _preflight(state, [v for v in state.variants if v.name in state.last_test])
+
+
+def _preflight(state: PluginState, variants: list[Variant]) -> None:
+    """Unknown, ambiguous, repeated or incompatible flags: reported before any server starts."""
+    try:
+        findings = state.session.preflight(variants)
+    except ConfigError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    for finding in findings:
+        state.say(f"pre-flight {finding}")
+        if finding.level.value == "error":
+            state.preflight_errors.setdefault(finding.variant, []).append(finding.message)
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Generator[None, object, object]:
     state = item.config.stash[STATE]
     name = state.variant_of.get(item.nodeid)
-    if name is not None and state.skip_reason() is None and item.get_closest_marker("skip") is None:
-        _boot_outside_capture(state, name)
+    if _should_boot(state, item, name):
+        _boot_outside_capture(state, name)  # type: ignore[arg-type]
     try:
         return (yield)
     finally:
         if name is not None and state.started and state.last_test.get(name) == item.nodeid:
             state.session.pool.stop(name)
+
+
+def _should_boot(state: PluginState, item: pytest.Item, name: str | None) -> bool:
+    return (name is not None and name not in state.preflight_errors and state.skip_reason() is None
+            and item.get_closest_marker("skip") is None)
 
 
 def _boot_outside_capture(state: PluginState, name: str) -> None:
@@ -218,11 +238,17 @@ def sglang_perf(request: pytest.FixtureRequest, sglang_variant: Variant) -> SGLa
     reason = state.skip_reason()
     if reason is not None:
         pytest.skip(reason)
+    errors = state.preflight_errors.get(sglang_variant.name)
+    if errors:
+        pytest.fail(f"sglang-perf: variant {sglang_variant.name!r} failed the pre-flight check; no server was "
+                    "started:\n  " + "\n  ".join(errors), pytrace=False)
     try:
         server = state.session.server(sglang_variant)
     except BootError as exc:
-        pytest.fail(exc.report(), pytrace=False)
-    return SGLangPerf(state.session, sglang_variant, server, request.node.nodeid)
+        failure = state.session.boot_report(exc)
+    else:
+        return SGLangPerf(state.session, sglang_variant, server, request.node.nodeid)
+    pytest.fail(failure, pytrace=False)  # outside the except block: no "during handling" chain in the report
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_sglang_perf.launcher import BootError, LaunchSpec, ServerProcess
@@ -23,6 +23,9 @@ class RunningServer:
     boot_seconds: float
     pid: int | None
     log_path: Path
+    exit_description: Callable[[float], str | None] = field(default=lambda wait: None, compare=False)
+    """How the server process ended, waiting up to the given seconds for it to finish exiting; None while it runs
+    (launcher.ServerProcess.exit_description)."""
 
 
 class ServerPool:
@@ -66,7 +69,8 @@ class ServerPool:
             self._say(f"[{name}] boot FAILED: {exc.reason}")
             raise
         self._servers[name] = server
-        self._running[name] = RunningServer(plan, server.base_url, server.boot_seconds, server.pid, spec.log_path)
+        self._running[name] = RunningServer(plan, server.base_url, server.boot_seconds, server.pid, spec.log_path,
+                                            server.exit_description)
 
     def _logs(self) -> Path:
         if self._log_dir is None:

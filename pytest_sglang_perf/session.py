@@ -5,15 +5,19 @@ Plain Python: plugin.py creates one PerfSession per pytest session and keeps it 
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
 
 from pytest_sglang_perf.compare import check_all
-from pytest_sglang_perf.environment import Environment, build_environment
+from pytest_sglang_perf.environment import Environment, build_environment, detect_gpus
+from pytest_sglang_perf.hints import boot_hints
+from pytest_sglang_perf.launcher import BootError, redact_argv
 from pytest_sglang_perf.options import RunOptions
-from pytest_sglang_perf.plan import ServerPlan, plan_server
+from pytest_sglang_perf.plan import ServerPlan, flag_value, plan_server
 from pytest_sglang_perf.pool import RunningServer, ServerPool
+from pytest_sglang_perf.preflight import ArgParser, Finding, check_plans, choose_parser
 from pytest_sglang_perf.report import Cell
 from pytest_sglang_perf.samples import Result
 from pytest_sglang_perf.settings import Settings, Variant
@@ -51,6 +55,29 @@ class PerfSession:
     def server(self, variant: Variant) -> RunningServer:
         return self.pool.get(self.plan(variant))
 
+    @cached_property
+    def _parser(self) -> ArgParser:
+        return choose_parser(simulate=self.options.simulate)
+
+    def preflight(self, variants: Sequence[Variant]) -> list[Finding]:
+        """Check the variants' command lines before any server starts (see preflight.py)."""
+        gpus = self._preflight_gpus()
+        return check_plans([self.plan(v) for v in variants], self._parser, gpu_names=gpus)
+
+    def boot_report(self, error: BootError) -> str:
+        """The failed boot's report, plus hints for the SGLang failures it matches."""
+        hints = boot_hints(error.reason, error.log_tail, self._parser, self._parser.version)
+        return error.report() + "".join(f"\nhint: {hint}" for hint in hints)
+
+    def _preflight_gpus(self) -> tuple[str, ...]:
+        """The GPUs the variants will run on: nvidia-smi's, or the simulator's `--sim-gpu` (else its default)."""
+        if not self.options.simulate:
+            return detect_gpus().names
+        from pytest_sglang_perf.simulator.hardware import find_gpu
+
+        asked = flag_value(self.settings.simulate.args, "--sim-gpu") or os.environ.get("SGLANG_SIM_GPU")
+        return (asked or find_gpu().name,)
+
     def check(self, test_id: str, result: Result) -> Cell:
         """Compare a result with its baseline (or record it), remember the cell and return it."""
         baseline = self.store.lookup(test_id, result.variant)
@@ -70,7 +97,7 @@ class PerfSession:
             variant=result.variant,
             summaries=result.summaries,
             samples=result.samples,
-            args=self.plan(self.settings.variant(result.variant)).args,
+            args=tuple(redact_argv(self.plan(self.settings.variant(result.variant)).args)),
             prompt_hash=result.prompt_hash,
             params=result.params.to_dict(),
             recorded_at=_now(),

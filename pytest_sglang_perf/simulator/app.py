@@ -1,60 +1,61 @@
-"""The HTTP API (aiohttp): SGLang 0.5.23's health, info and OpenAI chat endpoints (reference §2.2, §3, §5).
+"""The HTTP API (aiohttp): SGLang 0.5.23's health, info, cache, metrics, chat and native generate endpoints
+(reference §2.2, §3, §4, §5, §6). Generation goes through the engine's batcher (chat_api.py, generate_api.py).
 
-Streamed tokens are scheduled against absolute deadlines from the request start. Each step is its own
-SSE chunk; when the loop wakes up late, every step already due goes out in one socket write, so a late
-wake-up costs no throughput and shifts no later token.
+Auth follows srt/utils/auth.py::decide_request_auth: with `--api-key` (or `--admin-api-key`) every endpoint needs
+`Authorization: Bearer <key>` except paths starting with `/health`, `/ready`, `/metrics`; `/flush_cache` is
+admin-optional (the admin key when one is set). A refusal is 401 `{"error": "Unauthorized"}`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hmac
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import orjson
 from aiohttp import web
 from aiohttp.abc import AbstractAccessLogger
 
-from pytest_sglang_perf.simulator.engine import Generation, SimEngine
+from pytest_sglang_perf.simulator.chat_api import chat_completions
+from pytest_sglang_perf.simulator.engine import SimEngine
+from pytest_sglang_perf.simulator.generate_api import generate
 from pytest_sglang_perf.simulator.logs import SimLogger
-from pytest_sglang_perf.simulator.protocol import (
-    DONE,
-    ChatRequest,
-    ChunkEncoder,
-    RequestError,
-    check_content_type,
-    completion_response,
-    parse_chat_request,
-    spec_tokens_details,
-    usage_dict,
-)
+from pytest_sglang_perf.simulator.prometheus import CONTENT_TYPE
+from pytest_sglang_perf.simulator.web_util import json_response
 
 ENGINE = web.AppKey("engine", SimEngine)
 ACTIVE = web.AppKey("active_requests", set)
-_OPEN_PREFIXES = ("/health", "/ready", "/metrics")
-_FLUSHED = ("Cache flushed.\nPlease check backend logs for more details. "
-            "(When there are running or waiting requests, the operation will not be performed.)\n")
+OPEN_PREFIXES = ("/health", "/ready", "/metrics")
+ADMIN_OPTIONAL = frozenset({"/flush_cache"})
+FLUSHED = ("Cache flushed.\nPlease check backend logs for more details. "
+           "(When there are running or waiting requests, the operation will not be performed.)\n")
+FLUSH_FAILED = "Flush cache failed.\n"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def build_app(engine: SimEngine) -> web.Application:
-    middlewares = [_auth_middleware(str(engine.setup.resolution.args["api_key"]))] \
-        if engine.setup.resolution.args.get("api_key") else []
+    args = engine.setup.resolution.args
+    middlewares = [_tracking_middleware]
+    if args.get("api_key") or args.get("admin_api_key"):
+        middlewares.append(_auth_middleware(args.get("api_key"), args.get("admin_api_key")))
     app = web.Application(middlewares=middlewares)
     app[ENGINE] = engine
     app[ACTIVE] = set()
-    app.router.add_get("/health", _health)
-    app.router.add_get("/health_generate", _health)
-    app.router.add_get("/ready", _health)
-    app.router.add_get("/ping", _health)
+    for path in ("/health", "/health_generate", "/ready", "/ping"):
+        app.router.add_get(path, _health)
     app.router.add_get("/model_info", _model_info)
     app.router.add_get("/get_model_info", _deprecated(_model_info, "/get_model_info", "/model_info"))
     app.router.add_get("/server_info", _server_info)
     app.router.add_get("/get_server_info", _deprecated(_server_info, "/get_server_info", "/server_info"))
     app.router.add_get("/v1/models", _models)
     app.router.add_get("/v1/models/{name}", _model)
-    app.router.add_route("*", "/flush_cache", _flush_cache)
-    app.router.add_post("/v1/chat/completions", _chat_completions)
+    app.router.add_route("GET", "/flush_cache", _flush_cache)
+    app.router.add_route("POST", "/flush_cache", _flush_cache)
+    app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_route("POST", "/generate", _generate)
+    app.router.add_route("PUT", "/generate", _generate)
+    if engine.metrics is not None:
+        app.router.add_get("/metrics", _metrics)
     return app
 
 
@@ -71,18 +72,47 @@ def access_logger_class(log: SimLogger) -> type[AbstractAccessLogger]:
     return UvicornAccessLogger
 
 
-def _json(data: Any, status: int = 200) -> web.Response:
-    return web.Response(body=orjson.dumps(data), status=status, content_type="application/json")
+@web.middleware
+async def _tracking_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Registers the request for shutdown (cancelled on exit) and counts it in the HTTP metrics."""
+    engine = request.app[ENGINE]
+    task = asyncio.current_task()
+    request.app[ACTIVE].add(task)
+    if engine.metrics is not None:
+        engine.metrics.http_started(request.path, request.method)
+    status = 500
+    try:
+        response = await handler(request)
+        status = response.status
+        return response
+    finally:
+        request.app[ACTIVE].discard(task)
+        if engine.metrics is not None:
+            engine.metrics.http_finished(request.path, request.method, status)
 
 
-def _auth_middleware(api_key: str) -> Any:
+def _auth_middleware(api_key: str | None, admin_api_key: str | None) -> Any:
     @web.middleware
     async def auth(request: web.Request, handler: Handler) -> web.StreamResponse:
-        if request.path.startswith(_OPEN_PREFIXES) or request.headers.get("Authorization") == f"Bearer {api_key}":
+        if _allowed(request, api_key, admin_api_key):
             return await handler(request)
-        return _json({"error": "Unauthorized"}, status=401)
+        return json_response({"error": "Unauthorized"}, status=401)
 
     return auth
+
+
+def _allowed(request: web.Request, api_key: str | None, admin_api_key: str | None) -> bool:
+    if request.method == "OPTIONS" or request.path.startswith(OPEN_PREFIXES):
+        return True
+    header = request.headers.get("Authorization", "")
+    if request.path in ADMIN_OPTIONAL and admin_api_key:
+        return _bearer(header, admin_api_key)
+    return _bearer(header, api_key) if api_key else True
+
+
+def _bearer(header: str, key: str) -> bool:
+    scheme, _, token = header.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(token, key)
 
 
 def _deprecated(handler: Handler, old: str, new: str) -> Handler:
@@ -99,15 +129,15 @@ async def _health(request: web.Request) -> web.Response:
 
 
 async def _model_info(request: web.Request) -> web.Response:
-    return _json(request.app[ENGINE].model_info())
+    return json_response(request.app[ENGINE].model_info())
 
 
 async def _server_info(request: web.Request) -> web.Response:
-    return _json(request.app[ENGINE].server_info())
+    return json_response(request.app[ENGINE].server_info())
 
 
 async def _models(request: web.Request) -> web.Response:
-    return _json(request.app[ENGINE].models_list())
+    return json_response(request.app[ENGINE].models_list())
 
 
 async def _model(request: web.Request) -> web.Response:
@@ -115,126 +145,33 @@ async def _model(request: web.Request) -> web.Response:
     name = request.match_info["name"]
     for card in models["data"]:
         if card["id"] == name:
-            return _json(card)
-    return _json({"error": {"message": f"The model '{name}' does not exist", "type": "invalid_request_error",
-                            "param": "model", "code": "model_not_found"}}, status=404)
+            return json_response(card)
+    return json_response({"error": {"message": f"The model '{name}' does not exist", "type": "invalid_request_error",
+                                    "param": "model", "code": "model_not_found"}}, status=404)
 
 
 async def _flush_cache(request: web.Request) -> web.Response:
-    request.app[ENGINE].stats.reset()
-    return web.Response(text=_FLUSHED)
-
-
-async def _chat_completions(request: web.Request) -> web.StreamResponse:
-    engine = request.app[ENGINE]
-    start = asyncio.get_running_loop().time()
+    """Acts only when the scheduler is idle; `?timeout=<s>` waits that long for idle (reference §2.2)."""
     try:
-        check_content_type(request.headers.get("Content-Type", ""))
-        default_usage = bool(engine.setup.resolution.args.get("stream_response_default_include_usage"))
-        chat = parse_chat_request(await request.read(), default_usage)
-        generation = engine.generation(chat)
-    except RequestError as exc:
-        return _json(exc.body(), status=exc.status)
-    task = asyncio.current_task()
-    assert task is not None
-    request.app[ACTIVE].add(task)
-    engine.stats.start_request(generation.outcome.prompt_tokens)
-    try:
-        run = _stream if chat.stream else _complete
-        return await run(request, engine, chat, generation, start)
-    finally:
-        engine.stats.finish_request(generation.outcome.prompt_tokens + generation.outcome.completion_tokens)
-        request.app[ACTIVE].discard(task)
+        timeout = float(request.query.get("timeout", "0") or 0)
+    except ValueError:
+        return json_response({"detail": [{"type": "float_parsing", "loc": ["query", "timeout"],
+                                          "msg": "Input should be a valid number"}]}, status=422)
+    failure = await request.app[ENGINE].flush_cache(timeout)
+    if failure is None:
+        return web.Response(text=FLUSHED)
+    return web.Response(text=failure or FLUSH_FAILED, status=400)
 
 
-async def _sleep_until(deadline: float) -> None:
-    delay = deadline - asyncio.get_running_loop().time()
-    if delay > 0:
-        await asyncio.sleep(delay)
+async def _metrics(request: web.Request) -> web.Response:
+    metrics = request.app[ENGINE].metrics
+    assert metrics is not None
+    return web.Response(body=metrics.render().encode(), headers={"Content-Type": CONTENT_TYPE})
 
 
-async def _complete(request: web.Request, engine: SimEngine, chat: ChatRequest, generation: Generation,
-                    start: float) -> web.Response:
-    plan = generation.plan
-    await _sleep_until(start + plan.ttft)
-    engine.log.info(engine.prefill_line(generation.outcome.prompt_tokens, plan.ttft), engine.scheduler_prefix)
-    await _sleep_until(start + plan.duration)
-    for line in engine.stats.record_steps(plan.step_tokens[1:]):
-        engine.log.info(line, engine.scheduler_prefix)
-    body = completion_response(generation.rid, generation.created, chat, "".join(generation.texts),
-                               generation.outcome, _cache_report(engine), _weight_version(engine))
-    return _json(body)
+async def _chat(request: web.Request) -> web.StreamResponse:
+    return await chat_completions(request, request.app[ENGINE])
 
 
-async def _stream(request: web.Request, engine: SimEngine, chat: ChatRequest, generation: Generation,
-                  start: float) -> web.StreamResponse:
-    plan, encoder = generation.plan, ChunkEncoder(generation.rid, generation.created, chat.model)
-    response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
-    await _sleep_until(start + plan.ttft)
-    await response.prepare(request)
-    engine.log.info(engine.prefill_line(generation.outcome.prompt_tokens, plan.ttft), engine.scheduler_prefix)
-    try:
-        await _stream_steps(response, engine, chat, generation, encoder, start)
-        await response.write(_closing_chunks(engine, chat, generation, encoder))
-        await response.write_eof()
-    except ConnectionResetError:
-        pass
-    return response
-
-
-async def _stream_steps(response: web.StreamResponse, engine: SimEngine, chat: ChatRequest, generation: Generation,
-                        encoder: ChunkEncoder, start: float) -> None:
-    loop = asyncio.get_running_loop()
-    times, total = generation.plan.step_times, len(generation.plan.step_times)
-    pending = [encoder.role()]
-    index = 0
-    while index < total:
-        await _sleep_until(start + times[index])
-        now = loop.time() - start
-        end = index + 1
-        while end < total and times[end] <= now:
-            end += 1
-        pending.extend(_content_chunks(chat, generation, encoder, index, end))
-        await response.write(b"".join(pending))
-        pending = []
-        for line in engine.stats.record_steps(generation.plan.step_tokens[max(index, 1):end]):
-            engine.log.info(line, engine.scheduler_prefix)
-        index = end
-    if pending:
-        await response.write(b"".join(pending))
-
-
-def _content_chunks(chat: ChatRequest, generation: Generation, encoder: ChunkEncoder, start: int,
-                    end: int) -> list[bytes]:
-    texts = generation.texts
-    if not chat.continuous_usage_stats:
-        return [encoder.content(texts[i]) for i in range(start, end)]
-    counts, prompt = generation.plan.step_tokens, generation.outcome.prompt_tokens
-    done = sum(counts[:start])
-    chunks = []
-    for i in range(start, end):
-        done += counts[i]
-        usage = {"prompt_tokens": prompt, "total_tokens": prompt + done, "completion_tokens": done,
-                 "prompt_tokens_details": None, "reasoning_tokens": 0, "completion_tokens_details": None}
-        chunks.append(encoder.content_with_usage(texts[i], usage))
-    return chunks
-
-
-def _closing_chunks(engine: SimEngine, chat: ChatRequest, generation: Generation, encoder: ChunkEncoder) -> bytes:
-    outcome = generation.outcome
-    chunks = [encoder.finish(outcome.finish_reason, outcome.matched_stop)]
-    details = spec_tokens_details(outcome) if chat.return_spec_tokens_details else None
-    if details is not None:
-        chunks.append(encoder.sglext(details))
-    if chat.include_usage:
-        chunks.append(encoder.usage(usage_dict(outcome, _cache_report(engine))))
-    chunks.append(DONE)
-    return b"".join(chunks)
-
-
-def _cache_report(engine: SimEngine) -> bool:
-    return bool(engine.setup.resolution.args.get("enable_cache_report"))
-
-
-def _weight_version(engine: SimEngine) -> str:
-    return str(engine.setup.resolution.args.get("weight_version") or "default")
+async def _generate(request: web.Request) -> web.StreamResponse:
+    return await generate(request, request.app[ENGINE])

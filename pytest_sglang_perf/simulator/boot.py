@@ -1,15 +1,30 @@
-"""The scheduler's boot, as SGLang 0.5.23 logs it: weights, KV cache, CUDA-graph captures (§7.1).
+"""The scheduler's boot, as SGLang 0.5.23 logs it (reference §2.1, §7.1).
 
-`--sim-boot-seconds` is the whole launch -> ready time, split into phases; the HTTP port is opened only
-after these phases, and the warmup share runs after it (see app.py / cli.py).
+Order (managers/scheduler.py::Scheduler.__init__ / init_model_worker): MoE/GEMM config checks (where
+`--enable-single-batch-overlap` fails on SM90), target weights, draft weights, KV cache pools, then every CUDA graph
+(target prefill, target decode or verify, draft decode and extend), then the `max_total_num_tokens=...` summary.
+The HTTP port is opened only after these phases; the warmup runs after it (server.py).
+
+Durations: `--sim-boot-seconds` is launch -> ready in total, split into phase shares (weights 40%, KV cache 10%,
+CUDA graphs 35%, warmup 15%; without captured graphs their share goes to warmup). `--sim-load-seconds` and
+`--sim-capture-seconds` fix those phases; the other phases share what is left of the total.
 """
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
+from pytest_sglang_perf.simulator.crash import (
+    SchedulerCrash,
+    not_enough_memory,
+    out_of_memory_while_loading,
+    sbo_on_sm90,
+)
+from pytest_sglang_perf.simulator.faults import Faults
+from pytest_sglang_perf.simulator.hardware import Gpu
 from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
 from pytest_sglang_perf.simulator.memory import NOT_ENOUGH_MEMORY, MemoryPlan
 from pytest_sglang_perf.simulator.model import ModelConfig
@@ -17,18 +32,17 @@ from pytest_sglang_perf.simulator.resolve import Resolution
 from pytest_sglang_perf.simulator.speculative import draft_architecture
 
 Sleep = Callable[[float], Awaitable[None]]
+NO_FAULTS = Faults()
 
 GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
-SHARE_LOAD, SHARE_KV, SHARE_GRAPHS, SHARE_WARMUP = 0.40, 0.10, 0.35, 0.15
+SHARES: Mapping[str, float] = {"load": 0.40, "kv": 0.10, "graphs": 0.35, "warmup": 0.15}
+DRAFT_LOAD_SHARE = 0.25
+"""Share of the weight-loading time spent on an EAGLE / MTP draft model."""
 MSG_PREFILL_DISABLED = ("Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' "
                         "(e.g. via --cuda-graph-backend-prefill=disabled or auto-disable rules).")
 MSG_PREFILL_NO_SIZES = "Disable prefill CUDA graph because the capture size is not set"
 _KV_DTYPES = {"float16": "torch.float16", "half": "torch.float16", "float32": "torch.float32",
               "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
-
-
-class BootError(RuntimeError):
-    """The scheduler cannot start (e.g. no memory left for the KV cache)."""
 
 
 @dataclass(frozen=True)
@@ -41,17 +55,30 @@ class BootPlan:
     warmup: float
 
     @classmethod
-    def split(cls, total: float, resolution: Resolution, decode_captured: bool) -> BootPlan:
-        draft = resolution.spec is not None and resolution.spec.is_eagle_family
+    def split(cls, total: float, resolution: Resolution, decode_captured: bool, load_seconds: float | None = None,
+              capture_seconds: float | None = None) -> BootPlan:
         phases = _captured_phases(resolution, decode_captured)
-        graph_total = total * SHARE_GRAPHS
-        load = total * SHARE_LOAD
+        shares = dict(SHARES)
+        if not phases:
+            shares["warmup"] += shares.pop("graphs")
+        fixed = {"load": load_seconds, "graphs": capture_seconds if phases else None}
+        durations = _durations(total, shares, {k: v for k, v in fixed.items() if v is not None and k in shares})
+        draft = resolution.spec is not None and resolution.spec.is_eagle_family
+        load = durations["load"]
+        graphs = durations.get("graphs", 0.0)
         return cls(
-            load_weight=load * (0.75 if draft else 1.0), draft_load_weight=load * 0.25 if draft else 0.0,
-            kv_cache=total * SHARE_KV,
-            graphs={phase: graph_total / len(phases) for phase in phases} if phases else {},
-            warmup=total * SHARE_WARMUP if phases else total * (SHARE_WARMUP + SHARE_GRAPHS),
+            load_weight=load * (1 - DRAFT_LOAD_SHARE if draft else 1.0),
+            draft_load_weight=load * DRAFT_LOAD_SHARE if draft else 0.0, kv_cache=durations["kv"],
+            graphs={phase: graphs / len(phases) for phase in phases}, warmup=durations["warmup"],
         )
+
+
+def _durations(total: float, shares: Mapping[str, float], fixed: Mapping[str, float]) -> dict[str, float]:
+    """Fixed phases keep their seconds; the others share what is left of `total` by their shares."""
+    rest = max(0.0, total - sum(fixed.values()))
+    free = {name: share for name, share in shares.items() if name not in fixed}
+    weight = sum(free.values()) or 1.0
+    return {name: fixed[name] if name in fixed else rest * share / weight for name, share in shares.items()}
 
 
 def _captured_phases(resolution: Resolution, decode_captured: bool) -> tuple[str, ...]:
@@ -86,28 +113,45 @@ def engine_startup_line(startup: StartupTime, tokenizer_e2e: float) -> str:
             f"cuda_graph={{{graphs}}}, tokenizer_e2e={tokenizer_e2e:.2f}")
 
 
+def scheduler_init_check(resolution: Resolution, model: ModelConfig, gpu: Gpu) -> SchedulerCrash | None:
+    """What fails in Scheduler.__init__ before any weight loads: SBO on an SM90 GPU (reference §8.5)."""
+    if resolution.args.get("enable_single_batch_overlap") and gpu.sm_major == 9 and model.runs_moe_config:
+        return sbo_on_sm90()
+    return None
+
+
 class SchedulerBoot:
-    """Logs and waits through the boot phases of every scheduler rank (run by the main process)."""
+    """Logs and waits through the boot phases of every scheduler rank (run by the main process).
+
+    Raises crash.SchedulerCrash where a real scheduler would raise; `hang-at-boot` waits forever in the first
+    CUDA-graph capture (or after the KV cache when nothing is captured)."""
 
     def __init__(self, resolution: Resolution, model: ModelConfig, memory: MemoryPlan, plan: BootPlan,
-                 log: SimLogger, sleep: Sleep) -> None:
+                 log: SimLogger, sleep: Sleep, gpu: Gpu, faults: Faults = NO_FAULTS) -> None:
         self.resolution, self.model, self.memory, self.plan = resolution, model, memory, plan
-        self.log, self.sleep = log, sleep
+        self.log, self.sleep, self.gpu, self.faults = log, sleep, gpu, faults
         args = resolution.args
         self.ranks = rank_prefixes(resolution.tp_size, int(args.get("pp_size") or 1), int(args.get("dp_size") or 1))
         self.graph_times: dict[str, float] = {}
 
     async def run(self) -> StartupTime:
         tic = time.perf_counter()
+        crash = scheduler_init_check(self.resolution, self.model, self.gpu)
+        if crash is not None:
+            raise crash
         load = await self._load_weights(self.model.architecture, self.memory.free_gib, self.memory.weight_gib,
-                                         self.plan.load_weight)
+                                         self.plan.load_weight, self.faults.crash_at_boot)
+        spec = self.resolution.spec
+        if self.plan.draft_load_weight > 0 and spec is not None:
+            load += await self._load_weights(draft_architecture(spec, self.model.architecture),
+                                             self.memory.after_weights_gib, self.memory.draft_weight_gib,
+                                             self.plan.draft_load_weight)
         kv = await self._kv_cache()
+        if not self.plan.graphs:
+            await self._maybe_hang()
         await self._prefill_graph()
         await self._decode_graph()
-        if self.plan.draft_load_weight > 0 and self.resolution.spec is not None:
-            draft = draft_architecture(self.resolution.spec, self.model.architecture)
-            load += await self._load_weights(draft, self.memory.after_decode_graph_gib,
-                                             self.memory.draft_weight_gib, self.plan.draft_load_weight)
+        if spec is not None and spec.is_eagle_family:
             await self._draft_graphs()
         self._summary_line()
         return StartupTime(load, kv, time.perf_counter() - tic, dict(self.graph_times))
@@ -119,9 +163,12 @@ class SchedulerBoot:
     def _rank0(self, message: str) -> None:
         self.log.info(message, self.ranks[0])
 
-    async def _load_weights(self, kind: str, avail: float, usage: float, seconds: float) -> float:
+    async def _load_weights(self, kind: str, avail: float, usage: float, seconds: float, crash: bool = False) -> float:
         tic = time.perf_counter()
         self._all_ranks(f"Load weight begin. avail mem={avail:.2f} GB")
+        if crash:
+            await self.sleep(seconds / 2)
+            raise out_of_memory_while_loading(self.gpu, max(usage / 8, 0.01))
         await self.sleep(seconds)
         elapsed = time.perf_counter() - tic
         self._all_ranks(f"Load weight end. elapsed={elapsed:.2f} s, type={kind}, avail mem={avail - usage:.2f} GB, "
@@ -131,7 +178,7 @@ class SchedulerBoot:
     async def _kv_cache(self) -> float:
         memory = self.memory
         if memory.kv_tokens <= 0:
-            raise BootError(NOT_ENOUGH_MEMORY)
+            raise not_enough_memory(NOT_ENOUGH_MEMORY)
         tic = time.perf_counter()
         dtype = _KV_DTYPES.get(str(self.resolution.args.get("kv_cache_dtype")), _KV_DTYPES.get(
             self.model.dtype, "torch.bfloat16"))
@@ -152,7 +199,7 @@ class SchedulerBoot:
         avail = self.memory.after_kv_gib
         self._all_ranks(f"Capture target prefill CUDA graph begin. backend={prefill.backend}, "
                         f"num_tokens={list(prefill.bs or ())}, avail mem={avail:.2f} GB")
-        elapsed = await self._timed_sleep("prefill")
+        elapsed = await self._capture("prefill")
         usage = self.memory.prefill_graph_gib
         self._all_ranks(f"Capture target prefill CUDA graph end. elapsed={elapsed:.2f} s, "
                         f"mem usage={usage:.2f} GB, avail mem={avail - usage:.2f} GB.")
@@ -167,7 +214,7 @@ class SchedulerBoot:
         avail = self.memory.after_prefill_graph_gib
         self._all_ranks(f"Capture {name} CUDA graph begin. backend={self.resolution.cuda_graph.decode.backend}, "
                         f"num_tokens_per_req={per_req}, avail mem={avail:.2f} GB")
-        elapsed = await self._timed_sleep(phase)
+        elapsed = await self._capture(phase)
         usage = self.memory.decode_graph_gib
         self._all_ranks(f"Capture {name} CUDA graph end. bs={list(self.memory.decode_capture_bs)}, "
                         f"elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, avail mem={avail - usage:.2f} GB.")
@@ -177,25 +224,31 @@ class SchedulerBoot:
         assert spec is not None
         backend = self.resolution.cuda_graph.decode.backend
         bs = list(self.memory.decode_capture_bs)
-        avail = self.memory.after_draft_weights_gib
+        avail = self.memory.after_decode_graph_gib
         for phase, name, per_req in (("draft_decode", "decode", spec.eagle_topk),
                                      ("draft_extend", "extend", spec.num_draft_tokens)):
             if phase not in self.plan.graphs:
                 continue
             self._rank0(f"Capture draft {name} CUDA graph begin. backend={backend}, num_tokens_per_req={per_req}, "
                         f"bs={bs}, avail mem={avail:.2f} GB")
-            elapsed = await self._timed_sleep(phase)
+            elapsed = await self._capture(phase)
             usage = self.memory.draft_graph_gib / 2
             avail -= usage
             self._rank0(f"Capture draft {name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, "
                         f"avail mem={avail:.2f} GB.")
 
-    async def _timed_sleep(self, phase: str) -> float:
+    async def _capture(self, phase: str) -> float:
         tic = time.perf_counter()
+        await self._maybe_hang()
         await self.sleep(self.plan.graphs[phase])
         elapsed = time.perf_counter() - tic
         self.graph_times[phase] = elapsed
         return elapsed
+
+    async def _maybe_hang(self) -> None:
+        """The `hang-at-boot` fault: a capture that never returns (a signal still stops the process)."""
+        if self.faults.hang_at_boot:
+            await asyncio.Event().wait()
 
     def _summary_line(self) -> None:
         args = self.resolution.args

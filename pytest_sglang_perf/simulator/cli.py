@@ -13,18 +13,27 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Coroutine, Mapping
+from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_sglang_perf.simulator.flags import FlagTableError, build_parser, load_flag_table
-from pytest_sglang_perf.simulator.hardware import H100_80GB
-from pytest_sglang_perf.simulator.knobs import KnobError, Knobs, knob_dests, resolve_knobs
+from pytest_sglang_perf.simulator.config_file import ConfigFileError
+from pytest_sglang_perf.simulator.flags import (
+    FlagTable,
+    FlagTableError,
+    build_sglang_parser,
+    load_flag_table,
+    parse_sglang_and_knobs,
+    split_knobs,
+)
+from pytest_sglang_perf.simulator.hardware import find_gpu
+from pytest_sglang_perf.simulator.knobs import KnobError, Knobs, resolve_knobs
 from pytest_sglang_perf.simulator.logs import SimLogger
 from pytest_sglang_perf.simulator.model import ModelConfig, ModelConfigError, load_model_config
 from pytest_sglang_perf.simulator.resolve import Resolution, resolve_args
 from pytest_sglang_perf.simulator.schedule import accept_length_warning
 from pytest_sglang_perf.simulator.server import SimServer
+from pytest_sglang_perf.simulator.server_fields import shown_record
 from pytest_sglang_perf.simulator.speculative import ResolutionError
 
 CHILD_STOP_SECONDS = 1.0
@@ -33,33 +42,51 @@ CHILD_STOP_SECONDS = 1.0
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 after a signal, 1 when SGLang would fail at startup, 2 for command-line errors."""
     args = list(sys.argv[1:] if argv is None else argv)
-    parsed = _parse_command_line(args)
+    prepared = prepare(args)
+    if isinstance(prepared, int):
+        return prepared
+    model, resolution, knobs = prepared
+    log = SimLogger(resolution.args.get("log_level"), resolution.args.get("log_level_http"))
+    _log_resolution(log, resolution, knobs)
+    launch_command = " ".join(split_knobs(load_flag_table(), args)[1])  # SGLang's argv: without the knobs
+    return _run(_serve_main(model, resolution, knobs, launch_command, log))
+
+
+def prepare(args: Sequence[str]) -> tuple[ModelConfig, Resolution, Knobs] | int:
+    """Parse and resolve like SGLang's `prepare_server_args` + `resolve_once()`; an exit code when SGLang would
+    stop there (2 for a bad command line, 1 for a failed resolution, its error printed as SGLang's ends)."""
+    parsed = _parse_command_line(list(args))
     if isinstance(parsed, int):
         return parsed
     raw, knobs = parsed
-    log = SimLogger(raw.get("log_level"), raw.get("log_level_http"))
-    prepared = _prepare(raw)
+    prepared = _prepare(raw, knobs)
     if isinstance(prepared, int):
         return prepared
-    model, resolution = prepared
-    _log_resolution(log, resolution, knobs)
-    return _run(_serve_main(model, resolution, knobs, " ".join(args), log))
+    return (*prepared, knobs)
 
 
 def _parse_command_line(args: list[str]) -> tuple[dict[str, Any], Knobs] | int:
-    """SGLang's args by dest, and the knobs; argparse exits 2 itself on a bad command line."""
     try:
         table = load_flag_table()
     except FlagTableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    parser = build_parser(table)
-    namespace = parser.parse_args(args)
+    return parse_command_line(table, args)
+
+
+def parse_command_line(table: FlagTable, args: Sequence[str]) -> tuple[dict[str, Any], Knobs]:
+    """SGLang's args by dest, and the knobs. Exits like SGLang: 2 with argparse's text on a bad command line,
+    1 with the error's last traceback line on a bad `--config` file."""
     try:
-        knobs = resolve_knobs(namespace, os.environ)
+        namespace, knob_namespace = parse_sglang_and_knobs(table, args)
+    except ConfigFileError as exc:
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    try:
+        knobs = resolve_knobs(knob_namespace, os.environ)
     except KnobError as exc:
-        parser.error(str(exc))
-    return {key: value for key, value in vars(namespace).items() if key not in knob_dests()}, knobs
+        build_sglang_parser(table).error(str(exc))
+    return vars(namespace), knobs
 
 
 def _log_resolution(log: SimLogger, resolution: Resolution, knobs: Knobs) -> None:
@@ -68,18 +95,21 @@ def _log_resolution(log: SimLogger, resolution: Resolution, knobs: Knobs) -> Non
     clamp = accept_length_warning(knobs, resolution.spec)
     if clamp is not None:
         log.warning(clamp)
-    log.info(f"server_args={dict(resolution.args)!r}")
+    log.info(f"server_args={shown_record(resolution.args)!r}")
 
 
-def _prepare(raw: Mapping[str, Any]) -> tuple[ModelConfig, Resolution] | int:
-    """Load config.json and resolve the args; an error is printed like Python's and gives exit code 1."""
+def _prepare(raw: Mapping[str, Any], knobs: Knobs) -> tuple[ModelConfig, Resolution] | int:
+    """Load config.json and resolve the args for the simulated GPU; an error is printed like Python's and gives
+    exit code 1."""
     try:
         model = load_model_config(str(raw["model_path"]))
-        return model, resolve_args(raw, model, H100_80GB)
+        return model, resolve_args(raw, model, find_gpu(knobs.gpu))
     except ModelConfigError as exc:
         print(f"OSError: {exc}", file=sys.stderr, flush=True)
-    except ResolutionError as exc:
-        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+    except ResolutionError as exc:  # SGLang's traceback ends with this line
+        if exc.hint:
+            print(f"simulator: {exc.hint}", file=sys.stderr)
+        print(exc.traceback_line(), file=sys.stderr, flush=True)
     return 1
 
 

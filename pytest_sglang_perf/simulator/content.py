@@ -20,6 +20,7 @@ _WORDS = (
 VOCABULARY: tuple[str, ...] = (*(f" {word}" for word in _WORDS.split()), ".", ",", ":", "\n", " (", ")")
 
 _UNBOUNDED_LENGTH = (64, 512)
+_FIRST_ID = 100
 _BYTES_PER_TOKEN = 4
 _TOKENS_PER_MESSAGE = 4
 _TOKENS_PER_PROMPT = 3
@@ -51,6 +52,12 @@ def estimate_prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
 
 def token_texts(key: str, count: int) -> list[str]:
     return random.Random(f"{key}|text").choices(VOCABULARY, k=count)
+
+
+def token_ids(key: str, count: int, vocab_size: int) -> list[int]:
+    """Ids aligned with token_texts (the same draws): a fixed id per vocabulary word, within the model's vocabulary."""
+    indices = random.Random(f"{key}|text").choices(range(len(VOCABULARY)), k=count)
+    return [(_FIRST_ID + index) % max(1, vocab_size) for index in indices]
 
 
 def natural_length(key: str, max_tokens: int | None, min_tokens: int) -> int:

@@ -10,7 +10,10 @@ import argparse
 import json
 import re
 from collections.abc import Callable, Mapping
+from decimal import Decimal
 from typing import Any
+
+import orjson
 
 _SI = {"k": 10**3, "M": 10**6, "G": 10**9, "T": 10**12}
 _IEC = {"Ki": 2**10, "Mi": 2**20, "Gi": 2**30, "Ti": 2**40}
@@ -24,18 +27,29 @@ _CUDA_GRAPH_PHASE_KEYS: Mapping[str, tuple[str, ...]] = {
 
 
 def human_readable_int(value: str) -> int:
-    """`4096`, `25.6k` (SI, decimals allowed) or `4Ki` (IEC, integers only)."""
+    """`4096`, `25.6k` (SI, decimals allowed, exact) or `4Ki` (IEC, integers only)."""
     text = value.strip()
     match = _HUMAN_INT.fullmatch(text)
     if match is None:
-        return int(text)
+        return _plain_int(text)
     number, suffix = match.groups()
     if suffix in _IEC:
         if "." in number:
             raise argparse.ArgumentTypeError(
-                f"Decimals are not allowed with IEC suffixes like '{suffix}'.")
+                f"Decimals are not allowed with IEC suffixes like '{suffix}'. "
+                f"Use an integer IEC value such as '{int(Decimal(number))}{suffix}', "
+                f"or an SI value such as '{number}{suffix[0]}'.")
         return int(number) * _IEC[suffix]
-    return int(float(number) * _SI[suffix])
+    return int(Decimal(number) * _SI[suffix])
+
+
+def _plain_int(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"Invalid integer value: '{text}'. Use a plain integer, SI suffixes (1k, 1M), or IEC suffixes "
+            "(1Ki, 1Mi). Suffixes are case-sensitive.") from None
 
 
 def nullable_str(value: str) -> str | None:
@@ -47,9 +61,10 @@ def loads(value: str) -> Any:
 
 
 def json_list_type(value: str) -> Any:
+    """Any JSON document, decoded by orjson as SGLang does (stricter than `json`: no NaN, no bare big ints)."""
     try:
-        return json.loads(value)
-    except json.JSONDecodeError:
+        return orjson.loads(value)
+    except orjson.JSONDecodeError:
         raise argparse.ArgumentTypeError(
             f"Invalid JSON list: {value}. Please provide a valid JSON list.") from None
 
@@ -81,11 +96,11 @@ def _cuda_graph_phase(phase: str, settings: Any) -> dict[str, Any]:
             f"--cuda-graph-config['{phase}'] must be a JSON object, got {type(settings).__name__}")
     if "backend" in settings:
         parse_cuda_graph_backend_arg(settings["backend"])
-    unknown = sorted(set(settings) - set(_CUDA_GRAPH_PHASE_KEYS[phase]))
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"--cuda-graph-config['{phase}']: unknown keys {unknown}, "
-            f"allowed: {list(_CUDA_GRAPH_PHASE_KEYS[phase])}")
+    allowed = _CUDA_GRAPH_PHASE_KEYS[phase]
+    for key in settings:
+        if key not in allowed:
+            raise argparse.ArgumentTypeError(
+                f"--cuda-graph-config['{phase}']: unknown key '{key}', expected one of {allowed}")
     return dict(settings)
 
 

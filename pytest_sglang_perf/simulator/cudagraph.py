@@ -32,6 +32,12 @@ MULTIMODAL_BCG_ARCHS = frozenset({
     "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
 })
 
+MULTIMODAL_OFF_BY_DEFAULT = frozenset({
+    "Gemma3ForConditionalGeneration", "Llama4ForConditionalGeneration", "Step3VLForConditionalGeneration",
+    "InklingForConditionalGeneration",
+})
+"""Multimodal archs SGLang serves text-only unless --enable-multimodal (configs/model_config.py)."""
+
 _CONVENIENCE_FLAGS = (
     (DECODE, "backend", "cuda_graph_backend_decode"), (PREFILL, "backend", "cuda_graph_backend_prefill"),
     (DECODE, "max_bs", "cuda_graph_max_bs_decode"), (PREFILL, "max_bs", "cuda_graph_max_bs_prefill"),
@@ -126,10 +132,19 @@ def _bcg_incompatibility(values: Mapping[str, Any], model: ModelConfig) -> str |
         return "decode context parallel (dcp_size > 1)"
     if values.get("enable_two_batch_overlap"):
         return "two-batch overlap"
-    if model.is_multimodal and not values.get("language_model_only") and not any(
-            arch in MULTIMODAL_BCG_ARCHS for arch in model.architectures):
+    if multimodal_enabled(values, model) and not any(arch in MULTIMODAL_BCG_ARCHS for arch in model.architectures):
         return "multimodal model"
     return None
+
+
+def multimodal_enabled(values: Mapping[str, Any], model: ModelConfig) -> bool:
+    """configs/model_config.py::ModelConfig.is_multimodal: a multimodal architecture, unless --language-model-only,
+    or an architecture whose multimodal path is off by default without --enable-multimodal."""
+    if not model.is_multimodal or values.get("language_model_only"):
+        return False
+    if any(arch in MULTIMODAL_OFF_BY_DEFAULT for arch in model.architectures):
+        return bool(values.get("enable_multimodal"))
+    return values.get("enable_multimodal") is not False
 
 
 def _apply_disaggregation_roles(plan: CudaGraphPlan, values: Mapping[str, Any]) -> CudaGraphPlan:

@@ -1,16 +1,17 @@
-"""The scheduler's decode counters: the `Decode batch` log window, `last_gen_throughput` and
-`avg_spec_accept_length` (srt/managers/scheduler_components/metrics_reporter.py::report_decode_stats).
+"""The scheduler's batch statistics: `Prefill batch` / `Decode batch` log lines, `last_gen_throughput`,
+`avg_spec_accept_length` (srt/managers/scheduler_components/metrics_reporter.py, reference §5.2, §7.2, §7.3).
 
-A window closes every `--decode-log-interval` decode steps; only closed windows feed the cumulative
-accept length, so it stays absent until the first window closes. Requests run independently in the
-simulator for now, so each request's step counts as one forward step.
+The batcher reports every step it runs. A decode window closes every `--decode-log-interval` decode steps (one
+speculative round is one step); only closed windows feed the cumulative accept length, so it stays absent until
+the first window closes. `gen throughput` is the window's tokens over the time since the previous decode line
+(idle time included, as in SGLang); `input throughput` the prefill's tokens over the time since the previous prefill
+line. Times come from the batcher's clock (seconds).
 """
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 
 @dataclass
@@ -19,17 +20,26 @@ class DecodeStats:
     max_total_tokens: int
     num_draft_tokens: int
     """0 without speculative decoding."""
-    cuda_graph_max_bs: int
+    graph_label: str = "cuda graph"
+    """`cpu graph` on a CPU device (metrics_reporter.py::_graph_backend_label)."""
+    extra: str = ""
+    """Fields SGLang inserts before the graph field in a mode (`waiting-image-req: 0, ` with --language-only)."""
+    now: float = 0.0
     forward_ct: int = 0
-    running_reqs: int = 0
-    running_tokens: int = 0
     last_gen_throughput: float = 0.0
+    last_input_throughput: float = 0.0
+    last_accept_length: float | None = None
+    last_accept_rate: float | None = None
     _window_tokens: int = 0
     _window_verify: int = 0
     _window_correct: int = 0
     _total_accept_tokens: int = 0
     _total_verify: int = 0
-    _last_tic: float = field(default_factory=time.perf_counter)
+    _decode_tic: float = 0.0
+    _prefill_tic: float = 0.0
+
+    def start(self, now: float) -> None:
+        self.now = self._decode_tic = self._prefill_tic = now
 
     @property
     def speculative(self) -> bool:
@@ -41,50 +51,58 @@ class DecodeStats:
             return None
         return self._total_accept_tokens / self._total_verify
 
-    def start_request(self, prompt_tokens: int) -> None:
-        self.running_reqs += 1
-        self.running_tokens += prompt_tokens
+    def prefill_line(self, new_seqs: int, new_tokens: int, running_reqs: int, running_tokens: int, queue: int,
+                     graph: bool, now: float) -> str:
+        gap = now - self._prefill_tic
+        self._prefill_tic = now
+        self.last_input_throughput = new_tokens / gap if gap > 0 else 0.0
+        return (f"Prefill batch, #new-seq: {new_seqs}, #new-token: {new_tokens}, #cached-token: 0, "
+                f"token usage: {self._ratio(running_tokens):.2f}, #running-req: {running_reqs}, "
+                f"#queue-req: {queue}, #pending-token: 0, "
+                f"{self.extra}{self.graph_label}: {graph}, "
+                f"input throughput (token/s): {self.last_input_throughput:.2f}")
 
-    def finish_request(self, total_tokens: int) -> None:
-        self.running_reqs = max(0, self.running_reqs - 1)
-        self.running_tokens = max(0, self.running_tokens - total_tokens)
+    def decode_step(self, step_tokens: Sequence[int], running_tokens: int, graph: bool, queue: int,
+                    now: float) -> str | None:
+        """Count one decode step of the batch (`step_tokens`: one entry per running request); returns the
+        `Decode batch` line when it closes a window."""
+        self.forward_ct += 1
+        self._window_tokens += sum(step_tokens)
+        self._window_verify += len(step_tokens)
+        self._window_correct += sum(step_tokens) - len(step_tokens)
+        if self.forward_ct % self.interval != 0:
+            return None
+        return self._close_window(len(step_tokens), running_tokens, graph, queue, now)
 
-    def record_steps(self, step_tokens: Sequence[int]) -> list[str]:
-        """Count decode (verify) steps; returns the `Decode batch` lines of the windows they close."""
-        lines = []
-        for tokens in step_tokens:
-            self.forward_ct += 1
-            self.running_tokens += tokens
-            self._window_tokens += tokens
-            self._window_verify += 1
-            self._window_correct += tokens - 1
-            if self.forward_ct % self.interval == 0:
-                lines.append(self._close_window())
-        return lines
-
-    def reset(self) -> None:
-        """`/flush_cache`: restart the cumulative counters and the window clock."""
+    def reset(self, now: float) -> None:
+        """`/flush_cache` (metrics_reporter.reset_metrics): restart the step count and every spec counter."""
+        self.forward_ct = 0
         self._window_tokens = self._window_verify = self._window_correct = 0
         self._total_accept_tokens = self._total_verify = 0
-        self._last_tic = time.perf_counter()
 
-    def _close_window(self) -> str:
-        now = time.perf_counter()
-        self.last_gen_throughput = self._window_tokens / max(now - self._last_tic, 1e-9)
-        self._last_tic = now
-        line = (f"Decode batch, #running-req: {self.running_reqs}, #token: {self.running_tokens}, "
-                f"token usage: {self.running_tokens / max(1, self.max_total_tokens):.2f}, "
-                f"{self._spec_part()}cuda graph: {0 < self.running_reqs <= self.cuda_graph_max_bs}, "
-                f"gen throughput (token/s): {self.last_gen_throughput:.2f}, #queue-req: 0")
+    def _close_window(self, running: int, running_tokens: int, graph: bool, queue: int, now: float) -> str:
+        gap = now - self._decode_tic
+        self._decode_tic = now
+        self.last_gen_throughput = self._window_tokens / gap if gap > 0 else 0.0
+        line = (f"Decode batch, #running-req: {running}, {self._usage(running_tokens)}{self._spec_part()}"
+                f"{self.extra}{self.graph_label}: {graph}, gen throughput (token/s): {self.last_gen_throughput:.2f}, "
+                f"#queue-req: {queue}")
         if self.speculative:
             self._total_accept_tokens += self._window_tokens
             self._total_verify += self._window_verify
         self._window_tokens = self._window_verify = self._window_correct = 0
         return line
 
+    def _usage(self, running_tokens: int) -> str:
+        return f"#token: {running_tokens}, token usage: {self._ratio(running_tokens):.2f}, "
+
+    def _ratio(self, running_tokens: int) -> float:
+        return running_tokens / max(1, self.max_total_tokens)
+
     def _spec_part(self) -> str:
         if not self.speculative or self._window_verify == 0:
             return ""
-        accept_len = self._window_tokens / self._window_verify
+        self.last_accept_length = self._window_tokens / self._window_verify
         proposed = self._window_verify * max(1, self.num_draft_tokens - 1)
-        return f"accept len: {accept_len:.2f}, accept rate: {self._window_correct / proposed:.2f}, "
+        self.last_accept_rate = self._window_correct / proposed
+        return f"accept len: {self.last_accept_length:.2f}, accept rate: {self.last_accept_rate:.2f}, "

@@ -4,6 +4,10 @@ The table (`pytest_sglang_perf/data/sglang-0.5.23-flags.json`) lists every optio
 `sglang serve` 0.5.23: flags, dest, action, type, nargs, choices, default, required. The parser built
 from it keeps argparse's `allow_abbrev=True`, as SGLang does, so an unknown flag exits 2 with
 `unrecognized arguments` and a non-unique prefix with `ambiguous option`.
+
+The command line is parsed in two stages (`parse_sglang_and_knobs`): the `--sim-*` knobs first, by their
+exact names only, then the rest by a parser holding exactly SGLang's options. A knob therefore never
+joins an `ambiguous option` list or turns SGLang's `unrecognized arguments` into something else.
 """
 
 from __future__ import annotations
@@ -11,11 +15,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_sglang_perf.simulator.config_file import merge_config_file
 from pytest_sglang_perf.simulator.converters import converter
 from pytest_sglang_perf.simulator.knobs import add_knob_arguments
 
@@ -24,7 +29,13 @@ DEFAULT_TABLE = Path(__file__).resolve().parent.parent / "data" / "sglang-0.5.23
 _DEPRECATION_HINTS: Mapping[str, str] = {
     "disable_cuda_graph": "--cuda-graph-backend-{decode,prefill}=disabled",
     "enable_dp_attention": "--attn-dp-size <dp-size>",
+    "enable_amd_monokernel": "--enable-amd-monokernel",
 }
+"""The `new_flag=` SGLang's server_args.py registers each deprecated option with (not in the flag table)."""
+_OPTIONAL_VALUE_CONSTS: Mapping[str, Any] = {"model_checksum": ""}
+"""The `const=` of SGLang's `nargs="?"` options (the value of the bare flag; not in the flag table)."""
+_HIDDEN_DESTS = frozenset({"forward_pass_metrics_worker_id", "forward_pass_metrics_ipc_name"})
+"""Options SGLang registers with `help=argparse.SUPPRESS` (absent from its usage line; not in the flag table)."""
 
 
 class FlagTableError(Exception):
@@ -86,7 +97,7 @@ def load_flag_table(path: Path | str = DEFAULT_TABLE) -> FlagTable:
 
 
 def build_parser(table: FlagTable) -> argparse.ArgumentParser:
-    """SGLang's parser from the table, plus the simulator's `--sim-*` knobs."""
+    """SGLang's parser from the table, plus the simulator's `--sim-*` knobs (one parser: help, tests)."""
     parser = argparse.ArgumentParser(prog=table.prog)
     for spec in table.options:
         _add_option(parser, spec)
@@ -94,8 +105,37 @@ def build_parser(table: FlagTable) -> argparse.ArgumentParser:
     return parser
 
 
+def build_sglang_parser(table: FlagTable) -> argparse.ArgumentParser:
+    """Exactly SGLang's options (errors and usage read as SGLang's); `--help` also lists the knobs."""
+    parser = argparse.ArgumentParser(prog=table.prog, add_help=False)
+    parser.add_argument("-h", "--help", action=_HelpWithKnobs, full_help=lambda: build_parser(table).format_help(),
+                        help="show this help message and exit")
+    for spec in table.options:
+        _add_option(parser, spec)
+    return parser
+
+
+def parse_sglang_and_knobs(table: FlagTable, args: Sequence[str]) -> tuple[argparse.Namespace, argparse.Namespace]:
+    """(SGLang's args, the knobs); exits 2 with argparse's message on a bad command line, like SGLang.
+
+    A `--config FILE.yaml` is merged first, as SGLang's `prepare_server_args` does (config_file.ConfigFileError)."""
+    knobs, rest = split_knobs(table, args)
+    parser = build_sglang_parser(table)
+    return parser.parse_args(merge_config_file(parser, rest)), knobs
+
+
+def split_knobs(table: FlagTable, args: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """(the `--sim-*` knobs, by exact name; the rest of the command line: what SGLang itself would get)."""
+    knob_parser = argparse.ArgumentParser(prog=table.prog, add_help=False, allow_abbrev=False)
+    add_knob_arguments(knob_parser)
+    knobs, rest = knob_parser.parse_known_args(list(args))
+    return knobs, rest
+
+
 def _add_option(parser: argparse.ArgumentParser, spec: FlagSpec) -> None:
     kwargs: dict[str, Any] = {"dest": spec.dest, "default": spec.default}
+    if spec.dest in _HIDDEN_DESTS:
+        kwargs["help"] = argparse.SUPPRESS
     if spec.action == "boolean_optional":
         flags = [f for f in spec.flags if not f.startswith("--no-")]
         parser.add_argument(*flags, action=argparse.BooleanOptionalAction, **kwargs)
@@ -109,14 +149,16 @@ def _add_option(parser: argparse.ArgumentParser, spec: FlagSpec) -> None:
 
 def _flag_action(spec: FlagSpec) -> Any:
     if spec.deprecated:
-        return _DeprecatedStoreTrue
+        return DeprecatedStoreTrueAction
     return "store_false" if spec.action == "store_false" else "store_true"
 
 
 def _value_kwargs(spec: FlagSpec) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"required": spec.required}
     if spec.action_class == "DeprecatedStoreConstAction":
-        kwargs["action"] = _DeprecatedStoreConstTrue
+        kwargs["action"] = DeprecatedStoreConstAction
+    elif spec.action_class == "LoRAPathAction":
+        kwargs["action"] = LoRAPathAction
     elif spec.action == "append":
         kwargs["action"] = "append"
     type_func = converter(spec.type)
@@ -124,6 +166,8 @@ def _value_kwargs(spec: FlagSpec) -> dict[str, Any]:
         kwargs["type"] = type_func
     if spec.nargs is not None and spec.nargs != 0:
         kwargs["nargs"] = spec.nargs
+    if spec.nargs == "?" and spec.dest in _OPTIONAL_VALUE_CONSTS:
+        kwargs["const"] = _OPTIONAL_VALUE_CONSTS[spec.dest]
     if spec.choices is not None:
         kwargs["choices"] = list(spec.choices)
     return kwargs
@@ -136,12 +180,12 @@ def _warn_deprecated(option_string: str | None, dest: str) -> None:
     print(f"\033[1;33m{message}\033[0m", file=sys.stderr, flush=True)
 
 
-class _DeprecatedStoreTrue(argparse.Action):
+class DeprecatedStoreTrueAction(argparse.Action):
     """A retired boolean that still stores True and warns, like SGLang's DeprecatedStoreTrueAction."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
         kwargs.pop("nargs", None)
-        super().__init__(option_strings, dest, nargs=0, **kwargs)
+        super().__init__(option_strings, dest, nargs=0, const=True, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
@@ -149,10 +193,42 @@ class _DeprecatedStoreTrue(argparse.Action):
         setattr(namespace, self.dest, True)
 
 
-class _DeprecatedStoreConstTrue(argparse.Action):
+class DeprecatedStoreConstAction(argparse.Action):
     """A retired valued flag whose only accepted value became a boolean (`--monokernel-backend amd`)."""
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
         _warn_deprecated(option_string, self.dest)
         setattr(namespace, self.dest, True)
+
+
+class LoRAPathAction(argparse.Action):
+    """`--lora-paths`: plain paths stay strings, `{"lora_name": .., "lora_path": ..}` items become dicts."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        setattr(namespace, self.dest, [_lora_path(item) for item in values or ()])
+
+
+def _lora_path(item: str) -> str | dict[str, Any]:
+    text = item.strip()
+    if not (text.startswith("{") and text.endswith("}")):
+        return text
+    entry = json.loads(text)
+    if not isinstance(entry, dict) or "lora_path" not in entry or "lora_name" not in entry:
+        raise AssertionError(
+            f"{text!r} looks like a JSON str, but it does not contain 'lora_name' and 'lora_path' keys.")
+    return entry
+
+
+class _HelpWithKnobs(argparse.Action):
+    """`-h/--help` of the SGLang-only parser: prints the help of SGLang's options and the knobs."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, full_help: Callable[[], str], **kwargs: Any) -> None:
+        super().__init__(option_strings, dest, nargs=0, default=argparse.SUPPRESS, **kwargs)
+        self._full_help = full_help
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        sys.stdout.write(self._full_help())
+        parser.exit()

@@ -35,15 +35,20 @@ class MemoryPlan:
     max_running_requests: int
     decode_capture_bs: tuple[int, ...]
 
-    # Free memory after each boot step, in the order SGLang logs them.
+    # Free memory after each boot step, in SGLang's order (scheduler.py::init_model_worker): target weights, draft
+    # weights, KV pools, then every CUDA graph (target prefill, target decode/verify, draft graphs).
 
     @property
     def after_weights_gib(self) -> float:
         return self.free_gib - self.weight_gib
 
     @property
+    def after_draft_weights_gib(self) -> float:
+        return self.after_weights_gib - self.draft_weight_gib
+
+    @property
     def after_kv_gib(self) -> float:
-        return self.after_weights_gib - 2 * self.kv_gib_each
+        return self.after_draft_weights_gib - 2 * self.kv_gib_each
 
     @property
     def after_prefill_graph_gib(self) -> float:
@@ -54,12 +59,8 @@ class MemoryPlan:
         return self.after_prefill_graph_gib - self.decode_graph_gib
 
     @property
-    def after_draft_weights_gib(self) -> float:
-        return self.after_decode_graph_gib - self.draft_weight_gib
-
-    @property
     def final_gib(self) -> float:
-        return self.after_draft_weights_gib - self.draft_graph_gib
+        return self.after_decode_graph_gib - self.draft_graph_gib
 
 
 def plan_memory(resolution: Resolution, model: ModelConfig, gpu: Gpu) -> MemoryPlan:

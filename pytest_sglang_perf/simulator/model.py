@@ -1,7 +1,7 @@
 """The simulated model: what SGLang reads from `config.json` at `--model-path`.
 
 Only sizes and names are read (architecture, context length, layer and head counts); they feed
-`/model_info`, the memory plan and the log lines, and later a roofline timing model.
+`/model_info`, the memory plan, the log lines and the roofline timing model (roofline.py).
 """
 
 from __future__ import annotations
@@ -16,6 +16,13 @@ _CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length",
                  "model_max_length")
 _DEFAULT_CONTEXT_LEN = 2048
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
+_MOE_TOPK_KEYS = ("num_experts_per_tok", "num_experts_per_token", "top_k_experts", "moe_top_k", "moe_topk")
+"""scheduler.py::init_moe_gemm_config: a text config with one of these runs
+layers/moe/utils.py::initialize_moe_config."""
+_MOE_TOPK_BY_DEFAULT = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
+"""Text config classes that define `num_experts_per_tok` by default (configs/qwen3_next.py::Qwen3NextConfig), so
+SGLang runs initialize_moe_config for them even when config.json does not list it (dense Qwen3.5 included)."""
+_MTP_LAYER_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
 
 
 class ModelConfigError(Exception):
@@ -43,6 +50,14 @@ class ModelConfig:
     dtype: str
     is_multimodal: bool
     eos_token_id: int | None
+    attn_output_gate: bool = False
+    """Qwen3-Next-style gated attention: the query projection is twice as wide."""
+    vision_params: int = 0
+    """The vision tower's parameters (loaded, not read while decoding)."""
+    mtp_layers: int = 0
+    """Multi-token-prediction layers shipped in the checkpoint (the NEXTN / MTP draft)."""
+    runs_moe_config: bool = False
+    """Whether SGLang's scheduler runs initialize_moe_config for this model (checks like SBO on SM90 live there)."""
 
     @property
     def architecture(self) -> str:
@@ -53,15 +68,43 @@ class ModelConfig:
         return _DTYPE_BYTES.get(self.dtype, 2)
 
     def param_count(self) -> int:
-        """Estimated parameter count (embeddings, attention, MLP or all experts)."""
-        embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
-        return embed + self.num_layers * (self._attention_params() + self._mlp_params(self.num_experts))
+        """Estimated parameter count of what SGLang loads: embeddings, attention, MLP or all experts, vision tower."""
+        return self.language_param_count() + self.vision_params
+
+    def language_param_count(self) -> int:
+        """The language model: embeddings, layers (all experts), LM head."""
+        return self._embed_params() + self.num_layers * self.layer_params()
+
+    def layer_params(self) -> int:
+        """One decoder layer (all experts)."""
+        return self._attention_params() + self._mlp_params(self.num_experts)
+
+    def decode_read_params(self, tokens: int = 1) -> float:
+        """Parameters one forward over `tokens` tokens reads: every layer's weights and the LM head, not the embedding
+        table (a forward gathers a few of its rows). MoE: the experts the tokens route to, expected value for
+        uniform routing of top-k of E experts: E * (1 - (1 - k/E)^tokens)."""
+        lm_head = self.vocab_size * self.hidden_size
+        if self.num_experts <= 1:
+            return self.num_layers * self.layer_params() + lm_head
+        share = min(1.0, self.experts_per_token / self.num_experts)
+        touched = self.num_experts * (1 - (1 - share) ** max(1, tokens))
+        experts = 3 * self.hidden_size * self.moe_intermediate_size * touched
+        layer = self._attention_params() + experts + self.hidden_size * self.num_experts
+        return self.num_layers * layer + lm_head
+
+    def draft_read_params(self) -> int:
+        """Parameters one forward of an MTP / EAGLE draft reads: one decoder layer, its input projection (2h -> h)
+        and the LM head it shares with the target."""
+        return self.layer_params() + 2 * self.hidden_size * self.hidden_size + self.vocab_size * self.hidden_size
+
+    def _embed_params(self) -> int:
+        return self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
 
     def active_param_count(self) -> int:
-        """Parameters touched per token (MoE: only the routed experts)."""
-        embed = self.vocab_size * self.hidden_size * (1 if self.tie_word_embeddings else 2)
+        """Parameters one token is multiplied with (MoE: only its routed experts), LM head included: 2 FLOPs each."""
         active = min(self.experts_per_token, self.num_experts)
-        return embed + self.num_layers * (self._attention_params() + self._mlp_params(active))
+        layers = self.num_layers * (self._attention_params() + self._mlp_params(active))
+        return self.vocab_size * self.hidden_size + layers
 
     def kv_bytes_per_token(self, tp_size: int) -> int:
         """K and V bytes one token takes on one tensor-parallel rank."""
@@ -71,7 +114,8 @@ class ModelConfig:
     def _attention_params(self) -> int:
         q = self.num_attention_heads * self.head_dim
         kv = self.num_kv_heads * self.head_dim
-        return self.hidden_size * (2 * q + 2 * kv)
+        q_proj = 2 * q if self.attn_output_gate else q
+        return self.hidden_size * (q_proj + q + 2 * kv)
 
     def _mlp_params(self, experts: int) -> int:
         if self.num_experts <= 1:
@@ -122,7 +166,29 @@ def model_config_from_dict(model_path: str, raw: Mapping[str, Any]) -> ModelConf
         dtype=str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or "bfloat16"),
         is_multimodal="vision_config" in raw or "audio_config" in raw,
         eos_token_id=_eos_token_id(raw.get("eos_token_id", text.get("eos_token_id"))),
+        attn_output_gate=bool(text.get("attn_output_gate", False)),
+        vision_params=_vision_params(raw.get("vision_config")),
+        mtp_layers=int(_first(text, _MTP_LAYER_KEYS, 0)),
+        runs_moe_config=_runs_moe_config(raw),
     )
+
+
+def _vision_params(vision: Any) -> int:
+    """A ViT: per block attention (4 h^2) and MLP (2 h i), plus a patch merger (4h)^2 + 4h * out."""
+    if not isinstance(vision, dict):
+        return 0
+    hidden = int(vision.get("hidden_size") or 0)
+    depth = int(vision.get("depth") or vision.get("num_hidden_layers") or 0)
+    inner = int(vision.get("intermediate_size") or 4 * hidden)
+    out = int(vision.get("out_hidden_size") or hidden)
+    return depth * (4 * hidden * hidden + 2 * hidden * inner) + 16 * hidden * hidden + 4 * hidden * out
+
+
+def _runs_moe_config(raw: Mapping[str, Any]) -> bool:
+    """SGLang reads the HF *text* config (`hf_text_config`): the nested `text_config` of a multimodal model."""
+    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
+    assert isinstance(text, Mapping)
+    return any(key in text for key in _MOE_TOPK_KEYS) or text.get("model_type") in _MOE_TOPK_BY_DEFAULT
 
 
 def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:

@@ -45,10 +45,11 @@ class ChatRequest:
 
 
 def check_content_type(content_type: str) -> None:
+    """http_server.py::validate_json_request; the message is `f"{exc} {exc.errors()}"` of its RequestValidationError."""
     if content_type.split(";", 1)[0].strip().lower() != "application/json":
-        raise RequestError(
-            "[{'loc': ['header', 'content-type'], 'msg': \"Unsupported Media Type: Only 'application/json' "
-            "is allowed\", 'type': 'value_error'}]", err_type="Bad Request")
+        error = ("{'loc': ['header', 'content-type'], 'msg': \"Unsupported Media Type: Only 'application/json' "
+                 "is allowed\", 'type': 'value_error'}")
+        raise RequestError(f"1 validation error:\n  {error} [{error}]", err_type="Bad Request")
 
 
 def parse_chat_request(body: bytes, default_include_usage: bool = False) -> ChatRequest:
@@ -79,19 +80,22 @@ def _typed(data: Mapping[str, Any], key: str, kind: type, default: Any) -> Any:
     value = data.get(key)
     if value is None:
         return default
-    if kind is int:
-        return _non_negative_int(key, value)
+    if kind is int and (isinstance(value, bool) or not isinstance(value, int)):
+        raise _validation_error(key, "Input should be a valid integer")
     if not isinstance(value, kind):
         raise _validation_error(key, f"Input should be a valid {kind.__name__}")
+    if isinstance(value, int) and not isinstance(value, bool) and value < 0:
+        raise _negative(key, value)
     return value
 
 
-def _non_negative_int(key: str, value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _validation_error(key, "Input should be a valid integer")
-    if value < 0:
-        raise _validation_error(key, "Input should be greater than or equal to 0")
-    return value
+def _negative(key: str, value: int) -> RequestError:
+    """sampling_params.py::SamplingParams.verify, where SGLang rejects negative token counts."""
+    if key in ("max_tokens", "max_completion_tokens"):
+        return RequestError(f"max_new_tokens must be at least 0, got {value}.")
+    if key == "min_tokens":
+        return RequestError(f"min_new_tokens must be in [0, max_new_tokens], got {value}.")
+    return _validation_error(key, "Input should be greater than or equal to 0")
 
 
 def _validation_error(field: str, message: str) -> RequestError:
@@ -134,11 +138,17 @@ class Outcome:
 
 
 def usage_dict(outcome: Outcome, cache_report: bool) -> dict[str, Any]:
-    """UsageInfo: nulls are emitted; completion_tokens_details only with reasoning tokens."""
+    """The final UsageInfo of a request."""
+    return token_usage(outcome.prompt_tokens, outcome.completion_tokens, cache_report)
+
+
+def token_usage(prompt_tokens: int, completion_tokens: int, cache_report: bool) -> dict[str, Any]:
+    """UsageInfo (also per chunk with `continuous_usage_stats`): nulls are emitted; `prompt_tokens_details` only
+    with --enable-cache-report (no prefix-cache hits here); completion_tokens_details only with reasoning tokens."""
     return {
-        "prompt_tokens": outcome.prompt_tokens,
-        "total_tokens": outcome.prompt_tokens + outcome.completion_tokens,
-        "completion_tokens": outcome.completion_tokens,
+        "prompt_tokens": prompt_tokens,
+        "total_tokens": prompt_tokens + completion_tokens,
+        "completion_tokens": completion_tokens,
         "prompt_tokens_details": {"cached_tokens": 0} if cache_report else None,
         "reasoning_tokens": 0,
         "completion_tokens_details": None,
@@ -208,9 +218,15 @@ def completion_response(rid: str, created: int, chat: ChatRequest, text: str, ou
               "matched_stop": outcome.matched_stop}
     response: dict[str, Any] = {
         "id": rid, "object": "chat.completion", "created": created, "model": chat.model, "choices": [choice],
-        "usage": usage_dict(outcome, cache_report), "metadata": {"weight_version": weight_version},
+        "usage": usage_dict(outcome, cache_report), "metadata": weight_metadata(weight_version, outcome),
     }
     details = spec_tokens_details(outcome) if chat.return_spec_tokens_details else None
     if details is not None:
         response["sglext"] = {"spec_tokens_details": details}
     return response
+
+
+def weight_metadata(weight_version: str, outcome: Outcome) -> dict[str, Any]:
+    """utils/weight_versions.py: the version, and the output-token span each version produced (one span here)."""
+    span = {"version": weight_version, "start": 0, "end": outcome.completion_tokens}
+    return {"weight_version": weight_version, "weight_versions": [span]}

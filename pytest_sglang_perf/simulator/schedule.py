@@ -1,12 +1,12 @@
-"""When each token of a simulated request is sent: pure timing math, no I/O.
+"""What a simulated request yields per step, and how long steps take: pure math, no I/O.
 
-A request's first token comes from the prefill at TTFT; then each decode step yields one token, or with
-speculative decoding one verify step yields k tokens (accepted drafts + the bonus token). A verify step
-accepts each further draft with probability p until one is rejected, truncated at the most a step can
-yield; p is solved so that the mean of k is the `--sim-accept-length` knob. The step time makes one
-stream's output rate the `--sim-decode-tok-s` knob. Every duration is multiplied by (1 + slowdown) and by
-a per-request jitter factor. Step times are offsets from the request start (absolute deadlines), so a
-late wake-up never shifts the later tokens.
+A request's first token comes from the prefill; then each decode step yields one token, or with speculative
+decoding one verify step yields k tokens (accepted drafts + the bonus token). A verify step accepts each further
+draft with probability p until one is rejected, truncated at the most a step can yield; p is solved so that the
+mean of k is the `--sim-accept-length` knob. Token counts are drawn when the request arrives (`plan_tokens`);
+*when* each step ends is the batcher's business (batcher.py), from `Pacing`: the roofline model of the GPU
+(roofline.py), or the `--sim-decode-tok-s` / `--sim-ttft` knobs when given, times (1 + slowdown), a per-boot
+offset and each request's jitter.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import random
 from dataclasses import dataclass
 
 from pytest_sglang_perf.simulator.knobs import Knobs
+from pytest_sglang_perf.simulator.roofline import StepCosts
 from pytest_sglang_perf.simulator.speculative import SpecConfig
 
 _BISECTION_STEPS = 60
@@ -22,24 +23,21 @@ _MIN_JITTER_FACTOR = 0.1
 
 
 @dataclass(frozen=True)
-class Timing:
-    ttft: float
-    step_seconds: float
-    """Nominal duration of one decode (or verify) step, before slowdown and jitter."""
+class Acceptance:
     accept_length: float
     """Mean tokens per step (1 without speculative decoding)."""
     max_tokens_per_step: int
-    time_scale: float
-    noise: float
     speculative: bool
 
     @classmethod
-    def from_knobs(cls, knobs: Knobs, spec: SpecConfig | None) -> Timing:
-        max_per_step = spec.max_tokens_per_step if spec is not None else 1
-        accept = min(knobs.accept_length, float(max_per_step)) if spec is not None else 1.0
-        return cls(ttft=knobs.ttft, step_seconds=accept / knobs.decode_tok_s, accept_length=accept,
-                   max_tokens_per_step=max_per_step, time_scale=knobs.time_scale, noise=knobs.noise,
-                   speculative=spec is not None)
+    def from_knobs(cls, knobs: Knobs, spec: SpecConfig | None) -> Acceptance:
+        if spec is None:
+            return cls(1.0, 1, False)
+        return cls(min(knobs.accept_length, float(spec.max_tokens_per_step)), spec.max_tokens_per_step, True)
+
+    @property
+    def probability(self) -> float:
+        return acceptance_probability(self.accept_length, self.max_tokens_per_step)
 
 
 def accept_length_warning(knobs: Knobs, spec: SpecConfig | None) -> str | None:
@@ -51,12 +49,9 @@ def accept_length_warning(knobs: Knobs, spec: SpecConfig | None) -> str | None:
 
 
 @dataclass(frozen=True)
-class RequestPlan:
-    ttft: float
-    step_times: tuple[float, ...]
-    """Offset from the request start of each chunk; the first is the prefill token at ttft."""
+class TokenPlan:
     step_tokens: tuple[int, ...]
-    """Tokens in each chunk."""
+    """Tokens of each step; the first is the prefill's token."""
     verify_ct: int
     """Verify steps (speculative decoding only; 0 otherwise)."""
     correct_drafts: int
@@ -66,10 +61,6 @@ class RequestPlan:
     @property
     def completion_tokens(self) -> int:
         return sum(self.step_tokens)
-
-    @property
-    def duration(self) -> float:
-        return self.step_times[-1] if self.step_times else 0.0
 
 
 def acceptance_probability(mean_tokens: float, max_tokens_per_step: int) -> float:
@@ -100,36 +91,67 @@ def draw_step_tokens(rng: random.Random, p: float, max_tokens_per_step: int) -> 
 
 
 def jitter_factor(rng: random.Random, noise: float) -> float:
-    """One per request: 1 + noise * N(0, 1), kept positive."""
+    """1 + noise * N(0, 1), kept positive: one per request (or per boot)."""
     if noise <= 0:
         return 1.0
     return max(_MIN_JITTER_FACTOR, 1.0 + noise * rng.gauss(0.0, 1.0))
 
 
-def plan_request(num_tokens: int, timing: Timing, accept_rng: random.Random, jitter: float) -> RequestPlan:
-    """The chunk schedule of one request that yields exactly num_tokens tokens."""
-    scale = timing.time_scale * jitter
-    ttft = timing.ttft * scale
+def plan_tokens(num_tokens: int, acceptance: Acceptance, rng: random.Random) -> TokenPlan:
+    """The tokens of each step of a request that yields exactly num_tokens tokens."""
     if num_tokens <= 0:
-        return RequestPlan(ttft, (), (), 0, 0, ())
-    counts = _step_counts(num_tokens - 1, timing, accept_rng)
-    step = timing.step_seconds * scale
-    times = (ttft, *(ttft + step * (i + 1) for i in range(len(counts))))
-    if not timing.speculative:
-        return RequestPlan(ttft, times, (1, *counts), 0, 0, ())
-    histogram = [0] * timing.max_tokens_per_step
+        return TokenPlan((), 0, 0, ())
+    counts = _step_counts(num_tokens - 1, acceptance, rng)
+    if not acceptance.speculative:
+        return TokenPlan((1, *counts), 0, 0, ())
+    histogram = [0] * acceptance.max_tokens_per_step
     for count in counts:
         histogram[count - 1] += 1
-    return RequestPlan(ttft, times, (1, *counts), len(counts), sum(c - 1 for c in counts), tuple(histogram))
+    return TokenPlan((1, *counts), len(counts), sum(c - 1 for c in counts), tuple(histogram))
 
 
-def _step_counts(remaining: int, timing: Timing, rng: random.Random) -> list[int]:
-    if not timing.speculative:
+def _step_counts(remaining: int, acceptance: Acceptance, rng: random.Random) -> list[int]:
+    if not acceptance.speculative:
         return [1] * remaining
-    p = acceptance_probability(timing.accept_length, timing.max_tokens_per_step)
+    p = acceptance.probability
     counts: list[int] = []
     while remaining > 0:
-        count = min(draw_step_tokens(rng, p, timing.max_tokens_per_step), remaining)
+        count = min(draw_step_tokens(rng, p, acceptance.max_tokens_per_step), remaining)
         counts.append(count)
         remaining -= count
     return counts
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """Step durations as the server runs them: the roofline costs, the knob overrides, slowdown and boot offset."""
+
+    costs: StepCosts
+    decode_scale: float
+    """1 with the roofline model; with --sim-decode-tok-s, what makes one stream decode at exactly that rate."""
+    ttft: float | None
+    """--sim-ttft: every prefill takes this long (else the roofline's prefill time)."""
+    time_scale: float
+    """(1 + slowdown) x the per-boot offset."""
+    use_context: bool
+    """Whether the KV cache read grows steps (the roofline model); off with --sim-decode-tok-s, whose rate is exact."""
+
+    @classmethod
+    def from_knobs(cls, knobs: Knobs, costs: StepCosts, acceptance: Acceptance, boot_offset: float) -> Pacing:
+        scale = 1.0
+        if knobs.decode_tok_s is not None:
+            scale = acceptance.accept_length / knobs.decode_tok_s / costs.decode_step(1, 0)
+        return cls(costs, scale, knobs.ttft, knobs.time_scale * boot_offset, knobs.decode_tok_s is None)
+
+    def decode_step(self, batch: int, context_tokens: int, factor: float = 1.0) -> float:
+        """One decode (verify) step of `batch` requests; `factor` is the batch's jitter and any fault slowdown."""
+        context = context_tokens if self.use_context else 0
+        return self.costs.decode_step(batch, context) * self.decode_scale * self.time_scale * factor
+
+    def prefill(self, new_tokens: int, factor: float = 1.0) -> float:
+        seconds = self.ttft if self.ttft is not None else self.costs.prefill(new_tokens)
+        return seconds * self.time_scale * factor
+
+    def single_stream_rate(self, acceptance: Acceptance) -> float:
+        """Decode tokens/s of one stream with an empty context (for messages and tests)."""
+        return acceptance.accept_length / self.decode_step(1, 0)

@@ -1,31 +1,41 @@
-"""The running simulator: boot phases with the port closed, then HTTP, warmup, a scheduler watchdog, shutdown."""
+"""The running simulator: boot phases with the port closed, then HTTP, warmup, a scheduler watchdog, shutdown.
+
+A scheduler that fails during boot (crash.SchedulerCrash) or a failed warmup ends the process as SGLang's does:
+the traceback in the log, then the whole process tree killed, the main process by its own SIGKILL (reference §10).
+"""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import random
 import signal
 import subprocess
 import time
-from typing import Any
+from typing import Any, NoReturn
 
+import orjson
 from aiohttp import web
 
 from pytest_sglang_perf.simulator.app import ACTIVE, access_logger_class, build_app
-from pytest_sglang_perf.simulator.boot import BootError, BootPlan, SchedulerBoot, engine_startup_line
+from pytest_sglang_perf.simulator.boot import BootPlan, SchedulerBoot, engine_startup_line
+from pytest_sglang_perf.simulator.crash import MSG_SIGQUIT, SchedulerCrash, kill_tree_line, warmup_traceback
 from pytest_sglang_perf.simulator.engine import EngineSetup, ServerStatus, SimEngine
-from pytest_sglang_perf.simulator.hardware import H100_80GB
+from pytest_sglang_perf.simulator.generate import error_object
+from pytest_sglang_perf.simulator.hardware import find_gpu
 from pytest_sglang_perf.simulator.knobs import Knobs
 from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
 from pytest_sglang_perf.simulator.memory import plan_memory
 from pytest_sglang_perf.simulator.model import ModelConfig
 from pytest_sglang_perf.simulator.resolve import Resolution
 from pytest_sglang_perf.simulator.schedule import jitter_factor
+from pytest_sglang_perf.simulator.serving import INJECTED_500
 
 WATCHDOG_SECONDS = 0.5
 SITE_SHUTDOWN_SECONDS = 0.2
+CHILD_KILL_WAIT = 1.0
 READY_MESSAGE = "The server is fired up and ready to roll!"
 
 
@@ -34,6 +44,7 @@ class SimServer:
                  log: SimLogger, child: subprocess.Popen[bytes]) -> None:
         self.model, self.resolution, self.knobs = model, resolution, knobs
         self.launch_command, self.log, self.child = launch_command, log, child
+        self.gpu = find_gpu(knobs.gpu)
         self.engine: SimEngine | None = None
         self._runner: web.AppRunner | None = None
         self._active: set[asyncio.Task[Any]] = set()
@@ -41,27 +52,27 @@ class SimServer:
     async def run(self) -> int:
         """Boot, serve until cancelled; returns an exit code when it stops on its own (errors)."""
         tic = time.perf_counter()
-        memory = plan_memory(self.resolution, self.model, H100_80GB)
-        plan = BootPlan.split(self._boot_seconds(), self.resolution, bool(memory.decode_capture_bs))
-        boot = SchedulerBoot(self.resolution, self.model, memory, plan, self.log, asyncio.sleep)
+        memory = plan_memory(self.resolution, self.model, self.gpu)
+        boot = SchedulerBoot(self.resolution, self.model, memory, self._boot_plan(bool(memory.decode_capture_bs)),
+                             self.log, asyncio.sleep, self.gpu, self.knobs.faults)
         try:
             startup = await boot.run()
-        except BootError as exc:
-            self.log.error(f"Scheduler hit an exception: RuntimeError: {exc}", boot.ranks[0])
-            return 1
+        except SchedulerCrash as crash:
+            self._scheduler_died(crash, boot.ranks)
         if self.child.poll() is not None:
             self.log.error(f"RuntimeError: Rank 0 scheduler died during initialization (exit code: "
                            f"{self.child.returncode}).")
             return 1
         tokenizer_e2e = time.perf_counter() - tic
         self.log.info(engine_startup_line(startup, tokenizer_e2e))
-        setup = EngineSetup(self.resolution, self.model, memory, self.knobs, startup, tokenizer_e2e,
+        setup = EngineSetup(self.resolution, self.model, memory, self.knobs, self.gpu, startup, tokenizer_e2e,
                             self.launch_command)
-        self.engine = SimEngine(setup, self.log)
+        self.engine = engine = SimEngine(setup, self.log)
+        engine.start(on_crash=lambda error: self._sigquit())
         try:
-            if not await self._start_http(self.engine):
+            if not await self._start_http(engine):
                 return 1
-            await self._warmup(self.engine, plan.warmup)
+            await self._warmup(engine, boot.plan.warmup)
             return await self._watch_child()
         finally:
             await self._shutdown()
@@ -71,9 +82,13 @@ class SimServer:
         if signum == signal.SIGTERM and self.engine is not None and self.engine.ready:
             self.log.warning(f"SIGTERM received. signum={signum} frame=None. Draining requests and shutting down...")
 
-    def _boot_seconds(self) -> float:
-        jitter = jitter_factor(random.Random(f"{self.knobs.seed}|boot"), self.knobs.noise)
-        return self.knobs.boot_seconds * self.knobs.time_scale * jitter
+    def _boot_plan(self, decode_captured: bool) -> BootPlan:
+        """Every boot duration times (1 + slowdown) and the per-boot noise."""
+        knobs = self.knobs
+        scale = knobs.time_scale * jitter_factor(random.Random(f"{knobs.seed}|boot"), knobs.noise)
+        load = None if knobs.load_seconds is None else knobs.load_seconds * scale
+        capture = None if knobs.capture_seconds is None else knobs.capture_seconds * scale
+        return BootPlan.split(knobs.boot_seconds * scale, self.resolution, decode_captured, load, capture)
 
     async def _start_http(self, engine: SimEngine) -> bool:
         host, port = str(self.resolution["host"]), int(self.resolution["port"])
@@ -94,16 +109,48 @@ class SimServer:
         return True
 
     async def _warmup(self, engine: SimEngine, seconds: float) -> None:
-        """SGLang's warmup: poll /model_info, one 8-token /generate; health answers 503 until it is done."""
+        """SGLang's warmup: poll /model_info, one 8-token generation; health answers 503 until it is done."""
         if not self.resolution.args.get("skip_server_warmup"):
+            loop = asyncio.get_running_loop()
             await asyncio.sleep(seconds / 2)
             self.log.access(_client(), "GET /model_info HTTP/1.1", 200)
-            engine.record_warmup()
-            await asyncio.sleep(seconds / 2)
-            self.log.access(_client(), "POST /generate HTTP/1.1", 200)
+            if engine.faults.fail_warmup:
+                self._warmup_failed(engine)
+            tic = loop.time()
+            await engine.warmup()
+            await asyncio.sleep(max(0.0, seconds / 2 - (loop.time() - tic)))
+            self.log.access(_client(), f"POST {engine.warmup_path} HTTP/1.1", 200)
         engine.status = ServerStatus.UP
         self.log.access(_client(), "POST /freeze_gc HTTP/1.1", 200)
         self.log.info(READY_MESSAGE)
+
+    def _warmup_failed(self, engine: SimEngine) -> NoReturn:
+        """The `fail-warmup` fault: the warmup request comes back 500; SGLang logs it and kills its tree."""
+        body = orjson.dumps(error_object(INJECTED_500)).decode()
+        self.log.access(_client(), f"POST {engine.warmup_path} HTTP/1.1", 500)
+        self.log.error(f"Initialization failed. warmup error: {warmup_traceback(500, body)}")
+        self._kill_process_tree()
+
+    def _scheduler_died(self, crash: SchedulerCrash, ranks: tuple[str, ...]) -> NoReturn:
+        for prefix in ranks if crash.all_ranks else ranks[:1]:
+            self.log.error(f"Scheduler hit an exception: {crash.traceback()}", prefix)
+        self.log.error(MSG_SIGQUIT)
+        self._kill_process_tree()
+
+    def _sigquit(self) -> NoReturn:
+        """The scheduler loop failed while serving: SGLang's running-phase SIGQUIT handler kills the tree."""
+        self.log.error("SIGQUIT received. signum=3, frame=None. It usually means one child failed.")
+        self._kill_process_tree()
+
+    def _kill_process_tree(self) -> NoReturn:
+        """utils/common.py::kill_process_tree(os.getpid()): SIGKILL the children, then this process."""
+        pid = os.getpid()
+        self.log.info(kill_tree_line(pid))
+        self.child.kill()
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            self.child.wait(timeout=CHILD_KILL_WAIT)
+        os.kill(pid, signal.SIGKILL)
+        raise SystemExit(-signal.SIGKILL)  # not reached
 
     async def _watch_child(self) -> int:
         """Serve until cancelled; a dead scheduler takes the server down, as in SGLang."""
@@ -118,15 +165,16 @@ class SimServer:
         if self.engine is not None:
             self.engine.status = ServerStatus.EXITING
         runner = self._runner
-        if runner is None:
-            return
-        self.log.uvicorn("Shutting down")
-        for task in list(self._active):
-            task.cancel()
-        self.log.uvicorn("Waiting for application shutdown.")
-        await runner.cleanup()
-        self.log.uvicorn("Application shutdown complete.")
-        self.log.uvicorn(f"Finished server process [{os.getpid()}]")
+        if runner is not None:
+            self.log.uvicorn("Shutting down")
+            for task in list(self._active):
+                task.cancel()
+            self.log.uvicorn("Waiting for application shutdown.")
+            await runner.cleanup()
+            self.log.uvicorn("Application shutdown complete.")
+            self.log.uvicorn(f"Finished server process [{os.getpid()}]")
+        if self.engine is not None:
+            await self.engine.stop()
 
 
 def _client() -> str:

@@ -37,11 +37,24 @@ _MTP_DRAFT_ARCHS = {
 }
 """The class SGLang loads for a draft layer shipped inside the target checkpoint (configs/model_config.py)."""
 _FALLBACK_PARAMS = (3, 1, 4)
+_PASS_ALL_THREE = ("Pass all three of --speculative-num-steps, --speculative-eagle-topk, "
+                   "--speculative-num-draft-tokens, or none of them.")
 _WIDE_TREE_ARCHS = frozenset({"LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM"})
 
 
 class ResolutionError(ValueError):
-    """A flag combination SGLang rejects while resolving its arguments."""
+    """A flag combination SGLang rejects while resolving its arguments.
+
+    `exc_type` and `message` are what SGLang 0.5.23 raises there (the last line of its traceback); `hint` is the
+    simulator's own explanation, printed before it."""
+
+    def __init__(self, message: str, exc_type: str = "ValueError", hint: str | None = None) -> None:
+        super().__init__(f"{message} ({hint})" if hint else message)
+        self.message, self.exc_type, self.hint = message, exc_type, hint
+
+    def traceback_line(self) -> str:
+        """As Python ends a traceback: `TypeError: ...`, or the bare type for an empty message."""
+        return f"{self.exc_type}: {self.message}" if self.message else self.exc_type
 
 
 @dataclass(frozen=True)
@@ -69,7 +82,7 @@ def resolve_speculative(values: MutableMapping[str, Any], model: ModelConfig,
         return None
     name = ALIASES.get(str(raw).upper(), str(raw).upper())
     if name not in KNOWN_ALGORITHMS:
-        raise ResolutionError(f"Unknown speculative algorithm name: {raw}")
+        raise ResolutionError(f"Unknown speculative algorithm name: {name}")
     values["speculative_algorithm"] = name
     if name in CAPPED_AT_48 and values.get("max_running_requests") is None:
         values["max_running_requests"] = 48
@@ -86,20 +99,17 @@ def _resolve_eagle(values: MutableMapping[str, Any], name: str, model: ModelConf
     draft = values.get("speculative_num_draft_tokens")
     if steps is None:
         if topk is not None or draft is not None:
-            raise ResolutionError(
-                "--speculative-eagle-topk / --speculative-num-draft-tokens were set without "
-                "--speculative-num-steps: SGLang 0.5.23 fails an assert here. Pass all three or none.")
+            raise ResolutionError("", "AssertionError", hint=(
+                "SGLang 0.5.23 fails an assert when --speculative-eagle-topk or --speculative-num-draft-tokens is set "
+                f"without --speculative-num-steps. {_PASS_ALL_THREE}"))
         steps, topk, draft = _auto_params(name, model.architecture)
     elif topk is None:
-        raise ResolutionError(
-            "'>' not supported between instances of 'NoneType' and 'int': SGLang 0.5.23 fails when "
-            "--speculative-num-steps is set without --speculative-eagle-topk. Pass all three of "
-            "--speculative-num-steps, --speculative-eagle-topk, --speculative-num-draft-tokens.")
+        raise ResolutionError("'>' not supported between instances of 'NoneType' and 'int'", "TypeError", hint=(
+            "SGLang 0.5.23 fails when --speculative-num-steps is set without --speculative-eagle-topk. "
+            f"{_PASS_ALL_THREE}"))
     if topk == 1 and draft != steps + 1:
         messages.append(MSG_DRAFT_TOKENS)
         draft = steps + 1
-    if draft is None:
-        raise ResolutionError("--speculative-eagle-topk > 1 needs --speculative-num-draft-tokens.")
     values.update(speculative_num_steps=steps, speculative_eagle_topk=topk, speculative_num_draft_tokens=draft)
 
 

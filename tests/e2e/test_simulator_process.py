@@ -421,3 +421,57 @@ def test_bad_env_knob_exits_2(launch: Launch) -> None:
     sim = launch(env={"SGLANG_SIM_DECODE_TOK_S": "fast"})
     assert sim.process.wait(timeout=10) == 2
     assert "environment variable SGLANG_SIM_DECODE_TOK_S" in sim.log()
+
+
+SEED_MODEL = Path(__file__).resolve().parents[1] / "perf" / "models" / "qwen3.6-27b"
+SEED_FLAGS = ["--model-path", str(SEED_MODEL), "--tp-size", "2", *SPEC_FLAGS]
+
+
+def scheduler_children_of(pid: int) -> list[psutil.Process]:
+    """Simulated scheduler processes started by `pid` (alive or not yet reaped)."""
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        with contextlib.suppress(psutil.Error):
+            cmdline = proc.info["cmdline"] or []
+            if "pytest_sglang_perf.simulator.child" in cmdline and str(pid) in cmdline and _alive(proc):
+                found.append(proc)
+    return found
+
+
+def assert_killed_like_sglang(sim: Sim) -> str:
+    """SGLang's launch-phase SIGQUIT handler: kill_process_tree(os.getpid()) ends with the main process's own
+    SIGKILL (reference §10); the scheduler child goes too."""
+    assert sim.process.wait(timeout=10) == -signal.SIGKILL
+    deadline = time.monotonic() + STOP_SECONDS
+    while scheduler_children_of(sim.process.pid) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert scheduler_children_of(sim.process.pid) == []
+    log = sim.log()
+    assert "Received sigquit from a child process. It usually means the child failed." in log or \
+        "Initialization failed. warmup error:" in log
+    assert f"kill_process_tree called: parent_pid={sim.process.pid}, include_parent=True" in log
+    return log
+
+
+def test_single_batch_overlap_on_an_sm90_gpu_kills_the_server_at_scheduler_init(launch: Launch) -> None:
+    """Reference §8.5, §11 item 15 (GPU-only: SM90): the scheduler raises before loading anything."""
+    sim = launch(*SEED_FLAGS, "--enable-single-batch-overlap", "--sim-gpu", "H100 SXM")
+    log = assert_killed_like_sglang(sim)
+    assert log.index("server_args=") < log.index("Scheduler hit an exception: Traceback (most recent call last):")
+    assert log.count("ValueError: SBO (single batch overlap) is not supported on SM90 GPUs with latest "
+                     "sgl-deep-gemm wheel. Please try removing --enable-single-batch-overlap argument.") == 2  # TP0+1
+    assert "Load weight begin" not in log and not port_open(sim.port)
+
+
+def test_crash_at_boot_fault_leaves_a_traceback_and_no_process(launch: Launch) -> None:
+    sim = launch(env={"SGLANG_SIM_FAULT": "crash-at-boot"})
+    log = assert_killed_like_sglang(sim)
+    assert log.index("Load weight begin.") < log.index("Scheduler hit an exception: Traceback")
+    assert re.search(r"^torch\.OutOfMemoryError: CUDA out of memory\. Tried to allocate", log, re.M)
+
+
+def test_fail_warmup_fault_opens_the_port_then_dies(launch: Launch) -> None:
+    sim = launch("--sim-fault", "fail-warmup", boot_seconds=0.6)
+    log = assert_killed_like_sglang(sim)
+    assert log.index("Uvicorn running on") < log.index("Initialization failed. warmup error: Traceback")
+    assert "The server is fired up and ready to roll!" not in log

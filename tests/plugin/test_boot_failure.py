@@ -5,24 +5,66 @@ from __future__ import annotations
 import pytest
 from perf_project import server_processes, write_project
 
+TESTS = """
+    def test_a(sglang_perf):
+        assert sglang_perf.server.boot_seconds > 0
 
-def test_unknown_flag_errors_only_its_variant(pytester: pytest.Pytester) -> None:
-    write_project(pytester, {"good": [], "old_flag": ["--enforce-piecewise-cuda-graph"]})
-    pytester.makepyfile(test_boot="""
-        def test_a(sglang_perf):
-            assert sglang_perf.server.boot_seconds > 0
+    def test_b(sglang_perf):
+        pass
+"""
 
-        def test_b(sglang_perf):
-            pass
-    """)
+
+def test_server_exiting_at_boot_errors_only_its_variant(pytester: pytest.Pytester) -> None:
+    # Passes the argument parser (so the pre-flight check lets it through) but fails SGLang's resolution.
+    write_project(pytester, {"good": [], "bad_algo": ["--speculative-algorithm", "MEDUSA"]})
+    pytester.makepyfile(test_boot=TESTS)
     result = pytester.runpytest("--sglang-simulate")
     result.assert_outcomes(passed=2, errors=2)
-    out = result.stdout.str()
     result.stdout.fnmatch_lines([
-        "*ERROR at setup of test_a[[]old_flag[]]*",
-        "*exit*code*2*",
-        "*--enforce-piecewise-cuda-graph*",
-        "*unrecognized arguments: --enforce-piecewise-cuda-graph*",
+        "*ERROR at setup of test_a[[]bad_algo[]]*",
+        "*exit*code 1*",
+        "*--speculative-algorithm MEDUSA*",
+        "*Unknown speculative algorithm name: MEDUSA*",
+        "hint: --speculative-algorithm MEDUSA is not an algorithm this SGLang knows*",
     ])
-    assert out.count("] booting (") == 2  # the failed boot is not retried for test_b
+    assert result.stdout.str().count("] booting (") == 2  # the failed boot is not retried for test_b
     assert server_processes(pytester.path) == []
+
+
+def test_unknown_flag_fails_the_preflight_and_starts_no_server(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"good": [], "old_flag": ["--enforce-piecewise-cuda-graph"]})
+    pytester.makepyfile(test_boot=TESTS)
+    result = pytester.runpytest("--sglang-simulate")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines([
+        "sglang-perf: pre-flight [[]old_flag[]] error: unrecognized arguments: --enforce-piecewise-cuda-graph*"
+        "was renamed: use --cuda-graph-backend-prefill breakable",
+        "*ERROR at setup of test_a[[]old_flag[]]*",
+        "*variant 'old_flag' failed the pre-flight check; no server was started*",
+    ])
+    assert result.stdout.str().count("] booting (") == 1  # only the good variant
+    assert server_processes(pytester.path) == []
+
+
+def test_single_batch_overlap_on_a_simulated_h200_is_stopped_before_boot(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"plain": [], "sbo": ["--enable-single-batch-overlap"]},
+                  sim=["--sim-gpu", "H200", "--sim-decode-tok-s", "2000", "--sim-boot-seconds", "0.3"])
+    pytester.makepyfile(test_boot=TESTS)
+    result = pytester.runpytest("--sglang-simulate")
+    result.assert_outcomes(passed=2, errors=2)
+    result.stdout.fnmatch_lines([
+        "sglang-perf: pre-flight [[]sbo[]] error: --enable-single-batch-overlap fails at startup on this GPU (SM90):"
+        " SBO (single batch overlap) is not supported on SM90 GPUs*",
+    ])
+    assert result.stdout.str().count("] booting (") == 1
+    assert server_processes(pytester.path) == []
+
+
+def test_single_batch_overlap_runs_on_an_a6000(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    write_project(pytester, {"sbo": ["--enable-single-batch-overlap"]},
+                  sim=["--sim-decode-tok-s", "2000", "--sim-boot-seconds", "0.3"])
+    monkeypatch.setenv("SGLANG_SIM_GPU", "A6000")  # SM86: the pre-flight and the simulator both let it run
+    pytester.makepyfile(test_boot=TESTS)
+    result = pytester.runpytest("--sglang-simulate")
+    result.assert_outcomes(passed=2)
+    assert "pre-flight" not in result.stdout.str()

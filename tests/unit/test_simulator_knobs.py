@@ -8,6 +8,7 @@ import dataclasses
 import pytest
 
 from pytest_sglang_perf.simulator import main
+from pytest_sglang_perf.simulator.faults import Faults
 from pytest_sglang_perf.simulator.knobs import KNOB_SPECS, KnobError, Knobs, add_knob_arguments, resolve_knobs
 
 
@@ -20,8 +21,10 @@ def _parse(argv: list[str]) -> argparse.Namespace:
 def test_defaults() -> None:
     knobs = resolve_knobs(_parse([]), {})
     assert knobs == Knobs()
-    assert (knobs.decode_tok_s, knobs.ttft, knobs.accept_length) == (100.0, 0.05, 3.0)
+    assert (knobs.decode_tok_s, knobs.ttft, knobs.accept_length) == (None, None, 3.0)  # None: the roofline model
     assert (knobs.noise, knobs.seed, knobs.boot_seconds, knobs.slowdown) == (0.0, 0, 0.5, 0.0)
+    assert (knobs.gpu, knobs.load_seconds, knobs.capture_seconds, knobs.faults) == (
+        "NVIDIA H100 80GB HBM3", None, None, Faults())
 
 
 def test_spec_defaults_match_the_dataclass() -> None:
@@ -41,12 +44,26 @@ def test_cli_beats_env() -> None:
 
 
 def test_empty_env_value_means_unset() -> None:
-    assert resolve_knobs(_parse([]), {"SGLANG_SIM_TTFT": " "}).ttft == 0.05
+    assert resolve_knobs(_parse([]), {"SGLANG_SIM_TTFT": " "}).ttft is None
+
+
+def test_gpu_and_fault_knobs() -> None:
+    knobs = resolve_knobs(_parse(["--sim-gpu", "rtx a6000"]), {"SGLANG_SIM_FAULT": "die-after:2,no-usage"})
+    assert knobs.gpu == "NVIDIA RTX A6000"
+    assert knobs.faults == Faults(die_after=2, no_usage=True)
+
+
+def test_unknown_gpu_lists_the_known_ones(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        _parse(["--sim-gpu", "V100"])
+    assert "argument --sim-gpu: invalid value 'V100': unknown GPU 'V100'; known GPUs" in capsys.readouterr().err
+    with pytest.raises(KnobError, match=r"SGLANG_SIM_GPU: unknown GPU 'K80'.*H100 SXM"):
+        resolve_knobs(_parse([]), {"SGLANG_SIM_GPU": "K80"})
 
 
 @pytest.mark.parametrize(("name", "value"), [
     ("SGLANG_SIM_SLOWDOWN", "fast"), ("SGLANG_SIM_DECODE_TOK_S", "0"), ("SGLANG_SIM_SEED", "1.5"),
-    ("SGLANG_SIM_ACCEPT_LENGTH", "0.5"), ("SGLANG_SIM_NOISE", "-0.1"),
+    ("SGLANG_SIM_ACCEPT_LENGTH", "0.5"), ("SGLANG_SIM_NOISE", "-0.1"), ("SGLANG_SIM_LOAD_SECONDS", "-1"),
 ])
 def test_bad_env_value_names_the_variable(name: str, value: str) -> None:
     with pytest.raises(KnobError, match=f"invalid value '{value}' for environment variable {name}: expected"):

@@ -102,7 +102,8 @@ def test_no_spec_details_without_verify_steps() -> None:
 def test_non_streamed_response_shape() -> None:
     body = completion_response("rid", 5, _chat(return_spec_tokens_details=True), "text", OUTCOME, False, "default")
     assert list(body) == ["id", "object", "created", "model", "choices", "usage", "metadata", "sglext"]
-    assert body["object"] == "chat.completion" and body["metadata"] == {"weight_version": "default"}
+    assert body["object"] == "chat.completion" and body["metadata"] == {
+        "weight_version": "default", "weight_versions": [{"version": "default", "start": 0, "end": 10}]}
     choice = body["choices"][0]
     assert list(choice) == ["index", "message", "logprobs", "finish_reason", "matched_stop"]
     assert choice["message"] == {"role": "assistant", "content": "text", "reasoning_content": None}
@@ -124,7 +125,7 @@ def test_parse_request_fields() -> None:
     (b"[1, 2]", "valid dictionary"),
     (b'{"model": "m"}', "messages\n  Field required"),
     (b'{"messages": [], "max_tokens": "ten"}', "max_tokens\n  Input should be a valid integer"),
-    (b'{"messages": [], "max_tokens": -1}', "greater than or equal to 0"),
+    (b'{"messages": [], "max_tokens": -1}', "max_new_tokens must be at least 0, got -1."),
     (b'{"messages": [], "stream": "yes"}', "stream\n  Input should be a valid bool"),
 ])
 def test_bad_requests_are_400(body: bytes, fragment: str) -> None:

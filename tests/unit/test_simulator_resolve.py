@@ -13,7 +13,7 @@ from pytest_sglang_perf.simulator.hardware import H100_80GB
 from pytest_sglang_perf.simulator.knobs import knob_dests
 from pytest_sglang_perf.simulator.memory import effective_max_running_requests, plan_memory
 from pytest_sglang_perf.simulator.model import ModelConfig, ModelConfigError, load_model_config, model_config_from_dict
-from pytest_sglang_perf.simulator.resolve import Resolution, resolve_args
+from pytest_sglang_perf.simulator.resolve import MSG_LANGUAGE_ONLY, Resolution, resolve_args
 from pytest_sglang_perf.simulator.speculative import (
     MSG_DRAFT_TOKENS,
     MSG_MAX_RUNNING,
@@ -151,3 +151,53 @@ def test_effective_max_running_requests_without_a_cap(model: ModelConfig) -> Non
     res = _resolve(model)
     assert effective_max_running_requests(res, 400_000) == 4096
     assert effective_max_running_requests(res, 3000) == 1500
+
+
+VL_TEXT = {"hidden_size": 2048, "num_hidden_layers": 4, "num_attention_heads": 16, "num_key_value_heads": 2,
+           "intermediate_size": 4096, "vocab_size": 32000, "max_position_embeddings": 32768}
+MSG_MULTIMODAL = "Breakable CUDA graph is incompatible with multimodal model; disabling prefill CUDA graph."
+
+
+def _vl(architecture: str) -> ModelConfig:
+    raw = {"architectures": [architecture], "model_type": "vl", "vision_config": {"depth": 2, "hidden_size": 64},
+           "text_config": VL_TEXT}
+    return model_config_from_dict("/models/vl", raw)
+
+
+@pytest.mark.parametrize(("architecture", "flags", "prefill", "logged"), [
+    ("Qwen2_5_VLForConditionalGeneration", [], "disabled", True),
+    ("Qwen3_5ForConditionalGeneration", [], "breakable", False),  # on 0.5.23's allow-list
+    ("Qwen2_5_VLForConditionalGeneration", ["--cuda-graph-backend-prefill", "breakable"], "breakable", False),
+    ("MuseGlimmerForConditionalGeneration", ["--language-model-only"], "breakable", False),
+    ("Qwen2_5_VLForConditionalGeneration", ["--language-only"], "disabled", True),  # does not change the rule
+    ("Gemma3ForConditionalGeneration", [], "breakable", False),  # multimodal off by default
+    ("Gemma3ForConditionalGeneration", ["--enable-multimodal"], "disabled", True),
+], ids=["qwen2.5-vl", "qwen3.5", "explicit-backend-locks", "language-model-only-allowed", "language-only", "gemma3",
+        "gemma3-multimodal"])
+def test_multimodal_prefill_graph_rule(architecture: str, flags: list[str], prefill: str, logged: bool) -> None:
+    """Reference §8.1 item 2: the `multimodal model` rule, its 0.5.23 allow-list, and its lock."""
+    res = _resolve(_vl(architecture), *flags)
+    assert res.cuda_graph.prefill.backend == res["cuda_graph_config"]["prefill"]["backend"] == prefill
+    assert (MSG_MULTIMODAL in res.messages) is logged
+
+
+def test_language_only_without_encoder_urls_only_logs() -> None:
+    """Reference §8.5: not an error since 0.5.23, one log line."""
+    res = _resolve(_vl("Qwen3_5ForConditionalGeneration"), "--language-only")
+    assert res.messages == (MSG_LANGUAGE_ONLY,)
+    assert _resolve(_vl("Qwen3_5ForConditionalGeneration"), "--language-only", "--encoder-urls",
+                    "http://127.0.0.1:1").messages == ()
+
+
+def test_language_model_only_is_for_few_architectures() -> None:
+    """srt/arg_groups/model_hook.py::handle_language_model_only."""
+    with pytest.raises(ResolutionError, match=r"--language-model-only does not support \['Qwen2_5_VL"):
+        _resolve(_vl("Qwen2_5_VLForConditionalGeneration"), "--language-model-only")
+    with pytest.raises(ResolutionError, match="cannot be combined with --language-only"):
+        _resolve(_vl("MuseGlimmerForConditionalGeneration"), "--language-model-only", "--language-only")
+
+
+def test_topk_without_steps_fails_like_sglang(model: ModelConfig) -> None:
+    with pytest.raises(ResolutionError) as error:
+        _resolve(model, "--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "1")
+    assert error.value.traceback_line() == "AssertionError"

@@ -1,4 +1,4 @@
-"""Timing math of simulated requests: token counts, accept length, step pacing, slowdown, jitter."""
+"""Tokens per step (accept length) and step durations (Pacing: roofline or knobs, slowdown, noise)."""
 
 from __future__ import annotations
 
@@ -7,51 +7,44 @@ import statistics
 from typing import Any
 
 import pytest
+from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, costs, engine
 
+from pytest_sglang_perf.simulator.engine import PromptSpec, SimEngine
 from pytest_sglang_perf.simulator.knobs import Knobs
 from pytest_sglang_perf.simulator.schedule import (
-    Timing,
+    Acceptance,
+    Pacing,
     accept_length_warning,
     acceptance_probability,
     draw_step_tokens,
     expected_tokens_per_step,
     jitter_factor,
-    plan_request,
+    plan_tokens,
 )
 from pytest_sglang_perf.simulator.speculative import SpecConfig
 
 SPEC = SpecConfig("EAGLE", num_steps=3, eagle_topk=1, num_draft_tokens=4)
 
 
-def _timing(spec: SpecConfig | None = None, **knobs: Any) -> Timing:
-    return Timing.from_knobs(Knobs(**knobs), spec)
+def _acceptance(spec: SpecConfig | None = None, **knobs: Any) -> Acceptance:
+    return Acceptance.from_knobs(Knobs(**knobs), spec)
 
 
 @pytest.mark.parametrize("tokens", [1, 2, 5, 97, 512])
 @pytest.mark.parametrize("spec", [None, SPEC])
 def test_exact_token_count(tokens: int, spec: SpecConfig | None) -> None:
-    plan = plan_request(tokens, _timing(spec), random.Random(1), 1.0)
+    plan = plan_tokens(tokens, _acceptance(spec), random.Random(1))
     assert plan.completion_tokens == tokens
     assert plan.step_tokens[0] == 1  # the prefill token
-    assert len(plan.step_times) == len(plan.step_tokens)
 
 
-def test_without_spec_one_token_per_step_at_the_knob_rate() -> None:
-    plan = plan_request(101, _timing(decode_tok_s=200, ttft=0.1), random.Random(0), 1.0)
-    assert set(plan.step_tokens) == {1} and plan.verify_ct == 0
-    assert plan.ttft == pytest.approx(0.1) and plan.step_times[0] == pytest.approx(0.1)
-    assert plan.duration == pytest.approx(0.1 + 100 / 200)
-
-
-def test_deadlines_are_absolute_offsets() -> None:
-    plan = plan_request(1000, _timing(decode_tok_s=1000, ttft=0.0), random.Random(0), 1.0)
-    assert plan.step_times[500] == pytest.approx(0.5)  # no accumulated drift
-    gaps = {round(b - a, 9) for a, b in zip(plan.step_times, plan.step_times[1:], strict=False)}
-    assert gaps == {0.001}
+def test_without_spec_one_token_per_step() -> None:
+    plan = plan_tokens(101, _acceptance(), random.Random(0))
+    assert set(plan.step_tokens) == {1} and plan.verify_ct == 0 and plan.correct_drafts_histogram == ()
 
 
 def test_spec_mean_accept_length_and_bound() -> None:
-    plan = plan_request(30001, _timing(SPEC, accept_length=2.6), random.Random(3), 1.0)
+    plan = plan_tokens(30001, _acceptance(SPEC, accept_length=2.6), random.Random(3))
     per_step = plan.step_tokens[1:-1]  # the last step may be truncated
     assert max(per_step) <= SPEC.num_steps + 1 and min(per_step) >= 1
     assert statistics.fmean(per_step) == pytest.approx(2.6, rel=0.02)
@@ -60,17 +53,10 @@ def test_spec_mean_accept_length_and_bound() -> None:
     assert plan.correct_drafts == plan.completion_tokens - 1 - plan.verify_ct
 
 
-def test_spec_output_rate_matches_knob() -> None:
-    timing = _timing(SPEC, accept_length=3.0, decode_tok_s=120, ttft=0.0)
-    plan = plan_request(6001, timing, random.Random(5), 1.0)
-    assert (plan.completion_tokens - 1) / plan.duration == pytest.approx(120, rel=0.03)
-
-
 def test_accept_length_is_capped_by_steps_plus_one() -> None:
-    timing = _timing(SPEC, accept_length=9.0)
-    assert timing.accept_length == 4.0
-    plan = plan_request(401, timing, random.Random(0), 1.0)
-    assert set(plan.step_tokens[1:]) == {4}
+    acceptance = _acceptance(SPEC, accept_length=9.0)
+    assert acceptance.accept_length == 4.0
+    assert set(plan_tokens(401, acceptance, random.Random(0)).step_tokens[1:]) == {4}
 
 
 def test_unreachable_accept_length_is_reported() -> None:
@@ -81,20 +67,12 @@ def test_unreachable_accept_length_is_reported() -> None:
 
 
 def test_accept_length_ignored_without_spec() -> None:
-    assert _timing(None, accept_length=3.5).accept_length == 1.0
+    assert _acceptance(None, accept_length=3.5).accept_length == 1.0
 
 
-def test_slowdown_stretches_every_duration() -> None:
-    base = plan_request(50, _timing(decode_tok_s=100, ttft=0.05), random.Random(0), 1.0)
-    slow = plan_request(50, _timing(decode_tok_s=100, ttft=0.05, slowdown=0.2), random.Random(0), 1.0)
-    assert slow.ttft == pytest.approx(base.ttft * 1.2)
-    assert slow.duration == pytest.approx(base.duration * 1.2)
-
-
-def test_same_seed_same_schedule() -> None:
-    a = plan_request(300, _timing(SPEC), random.Random("k"), 1.0)
-    b = plan_request(300, _timing(SPEC), random.Random("k"), 1.0)
-    assert a == b
+def test_same_seed_same_plan() -> None:
+    assert plan_tokens(300, _acceptance(SPEC), random.Random("k")) == plan_tokens(300, _acceptance(SPEC),
+                                                                                  random.Random("k"))
 
 
 @pytest.mark.parametrize("mean", [1.0, 1.5, 2.0, 3.0, 3.9, 4.0])
@@ -118,5 +96,59 @@ def test_jitter_is_seeded_and_scaled_by_noise() -> None:
 
 
 def test_zero_tokens_is_an_empty_plan() -> None:
-    plan = plan_request(0, _timing(), random.Random(0), 1.0)
-    assert plan.completion_tokens == 0 and plan.step_times == ()
+    assert plan_tokens(0, _acceptance(), random.Random(0)).completion_tokens == 0
+
+
+# ---- Pacing -------------------------------------------------------------------------------------
+
+
+def _pacing(offset: float = 1.0, flags: tuple[str, ...] = SEED_FLAGS, **knobs: Any) -> Pacing:
+    knob_values = Knobs(**knobs)
+    step_costs = costs(SEED_CONFIG, *flags, gpu="RTX A6000")
+    acceptance = Acceptance.from_knobs(knob_values, SPEC if "--speculative-algorithm" in flags else None)
+    return Pacing.from_knobs(knob_values, step_costs, acceptance, offset)
+
+
+def test_decode_tok_s_knob_sets_the_single_stream_rate_exactly() -> None:
+    pacing = _pacing(decode_tok_s=120.0, accept_length=3.0)
+    assert 3.0 / pacing.decode_step(1, 0) == pytest.approx(120.0)
+    assert pacing.decode_step(1, 50_000) == pacing.decode_step(1, 0)  # the knob's rate holds at any context
+    assert pacing.decode_step(8, 0) > pacing.decode_step(1, 0)  # batching still costs, as the roofline says
+
+
+def test_without_knobs_the_roofline_sets_the_rate() -> None:
+    pacing, plain = _pacing(), costs(SEED_CONFIG, *SEED_FLAGS, gpu="RTX A6000")
+    assert pacing.decode_step(1, 0) == plain.decode_step(1, 0)
+    assert pacing.decode_step(1, 100_000) > pacing.decode_step(1, 0)  # reading the KV cache takes time
+    assert pacing.prefill(500) == plain.prefill(500)
+
+
+def test_ttft_knob_fixes_the_prefill() -> None:
+    pacing = _pacing(ttft=0.08)
+    assert pacing.prefill(10) == pacing.prefill(5000) == pytest.approx(0.08)
+
+
+def test_slowdown_boot_offset_and_request_factor_multiply_every_duration() -> None:
+    base, slow = _pacing(decode_tok_s=100.0, ttft=0.05), _pacing(1.05, decode_tok_s=100.0, ttft=0.05, slowdown=0.2)
+    assert slow.decode_step(1, 0) == pytest.approx(base.decode_step(1, 0) * 1.2 * 1.05)
+    assert slow.prefill(10) == pytest.approx(0.05 * 1.2 * 1.05)
+    assert base.decode_step(1, 0, factor=3.0) == pytest.approx(base.decode_step(1, 0) * 3.0)
+
+
+def test_llama_on_h100_is_fast() -> None:
+    step = costs(LLAMA_1B).decode_step(1, 0)
+    assert 1 / step > 300  # a 1.2B model on an H100: launch and scheduling overhead dominate
+
+
+def test_noise_is_a_seeded_boot_offset_plus_a_per_request_jitter() -> None:
+    def boot(seed: int, noise: float = 0.05) -> SimEngine:
+        return engine(LLAMA_1B, knobs=Knobs(noise=noise, seed=seed, decode_tok_s=100.0))
+
+    assert boot(1).pacing.time_scale == boot(1).pacing.time_scale != boot(2).pacing.time_scale
+    assert boot(1, noise=0.0).pacing.time_scale == 1.0
+    sim = boot(3)
+    prompt = PromptSpec("p", 10, 50, 0, True, None)
+    jitters = [sim.generation(prompt).jitter for _ in range(200)]
+    assert 0.03 < statistics.pstdev(jitters) < 0.07 and len(set(jitters)) == 200
+    again = boot(3)
+    assert [again.generation(prompt).jitter for _ in range(200)] == jitters  # seeded: a rerun repeats them

@@ -1,0 +1,146 @@
+"""Faults on demand: `--sim-fault SPEC` (or `SGLANG_SIM_FAULT=SPEC`), each one a way a real server fails.
+
+SPEC is a comma-separated list of faults; each fault is a name with `:`-separated arguments:
+
+| fault               | what the server does                                                                      |
+|---------------------|-------------------------------------------------------------------------------------------|
+| `crash-at-boot`     | the scheduler raises while loading weights: traceback in the log, then the whole process   |
+|                     | tree is killed, as SGLang's SIGQUIT handler does (exit by SIGKILL)                         |
+| `hang-at-boot`      | stops during CUDA-graph capture and never opens its port                                  |
+| `fail-warmup`       | the port opens, the warmup request fails: `Initialization failed. warmup error: ...`,       |
+|                     | then the process tree is killed                                                           |
+| `die-after:N`       | serves N generation requests, then SIGKILLs itself when request N+1 arrives               |
+| `http-500:P`        | answers a generation request with HTTP 500 with probability P (0 < P <= 1, seeded)        |
+| `cut-stream:N`      | closes every streamed response after N content chunks, without `data: [DONE]`             |
+| `no-usage`          | never sends usage (the stream's usage chunk, the response's `usage`)                       |
+| `short:N`           | stops every request N tokens before its max_tokens, even with ignore_eos                   |
+| `slow-after:N:F`    | after N generation requests, every duration is F times longer (F >= 1)                     |
+
+e.g. `--sim-fault die-after:3` or `SGLANG_SIM_FAULT="http-500:0.3,slow-after:2:4"`. Generation requests are
+`/v1/chat/completions` and `/generate` calls from clients (SGLang's own warmup request does not count).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any
+
+FAULT_NAMES = ("crash-at-boot", "hang-at-boot", "fail-warmup", "die-after", "http-500", "cut-stream", "no-usage",
+               "short", "slow-after")
+_USAGE = ("crash-at-boot, hang-at-boot, fail-warmup, die-after:N, http-500:P, cut-stream:N, no-usage, short:N, "
+          "slow-after:N:FACTOR (combine with commas)")
+
+
+@dataclass(frozen=True)
+class Faults:
+    crash_at_boot: bool = False
+    hang_at_boot: bool = False
+    fail_warmup: bool = False
+    die_after: int | None = None
+    http_500: float = 0.0
+    cut_stream: int | None = None
+    no_usage: bool = False
+    short: int = 0
+    slow_after: tuple[int, float] | None = None
+
+    @property
+    def any(self) -> bool:
+        return self != Faults()
+
+    def slow_factor(self, requests_served: int) -> float:
+        """The duration factor once `requests_served` generation requests have arrived."""
+        if self.slow_after is None or requests_served <= self.slow_after[0]:
+            return 1.0
+        return self.slow_after[1]
+
+
+def parse_faults(spec: str) -> Faults:
+    """`"die-after:3,no-usage"` -> Faults; raises ValueError naming the bad part and the syntax."""
+    faults = Faults()
+    for part in (item.strip() for item in spec.split(",")):
+        if part:
+            faults = _apply(faults, part)
+    return faults
+
+
+def _apply(faults: Faults, part: str) -> Faults:
+    name, *args = part.split(":")
+    handler = _HANDLERS.get(name.strip().lower())
+    if handler is None:
+        raise ValueError(f"unknown fault {name!r}; expected one of: {_USAGE}")
+    try:
+        return handler(faults, [arg.strip() for arg in args])
+    except ValueError as exc:
+        raise ValueError(f"fault {part!r}: {exc}; expected one of: {_USAGE}") from None
+
+
+def _no_args(field: str) -> Callable[[Faults, list[str]], Faults]:
+    def handle(faults: Faults, args: list[str]) -> Faults:
+        if args:
+            raise ValueError("takes no argument")
+        return _set(faults, field, True)
+
+    return handle
+
+
+def _set(faults: Faults, field: str, value: object) -> Faults:
+    changes: dict[str, Any] = {field: value}
+    return replace(faults, **changes)
+
+
+def _count(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not an integer") from None
+    if value < minimum:
+        raise ValueError(f"{value} must be >= {minimum}")
+    return value
+
+
+def _one_count(field: str, minimum: int) -> Callable[[Faults, list[str]], Faults]:
+    def handle(faults: Faults, args: list[str]) -> Faults:
+        if len(args) != 1:
+            raise ValueError("takes one integer argument")
+        return _set(faults, field, _count(args[0], minimum))
+
+    return handle
+
+
+def _http_500(faults: Faults, args: list[str]) -> Faults:
+    if len(args) != 1:
+        raise ValueError("takes one probability, e.g. http-500:0.3")
+    try:
+        probability = float(args[0])
+    except ValueError:
+        raise ValueError(f"{args[0]!r} is not a number") from None
+    if not 0 < probability <= 1:
+        raise ValueError(f"probability {probability} must be in (0, 1]")
+    return replace(faults, http_500=probability)
+
+
+def _slow_after(faults: Faults, args: list[str]) -> Faults:
+    if len(args) != 2:
+        raise ValueError("takes a request count and a factor, e.g. slow-after:2:3.5")
+    count = _count(args[0], 0)
+    try:
+        factor = float(args[1])
+    except ValueError:
+        raise ValueError(f"{args[1]!r} is not a number") from None
+    if factor < 1:
+        raise ValueError(f"factor {factor} must be >= 1")
+    return replace(faults, slow_after=(count, factor))
+
+
+_HANDLERS: dict[str, Callable[[Faults, list[str]], Faults]] = {
+    "crash-at-boot": _no_args("crash_at_boot"),
+    "hang-at-boot": _no_args("hang_at_boot"),
+    "fail-warmup": _no_args("fail_warmup"),
+    "no-usage": _no_args("no_usage"),
+    "die-after": _one_count("die_after", 0),
+    "cut-stream": _one_count("cut_stream", 0),
+    "short": _one_count("short", 1),
+    "http-500": _http_500,
+    "slow-after": _slow_after,
+}
