@@ -336,6 +336,13 @@ def _unique_text() -> str:
     return f"{uuid.uuid4().hex} is a number; describe it in words."
 
 
+def _prefix_cache_hit(difference: str) -> bool:
+    """CPU vs simulator by nature: the simulator has no prefix cache, so its `cached_tokens_details` is always
+    null (no hit), while SGLang's radix cache can match a first token of an earlier prompt even with
+    _unique_text() (a dict then, reference §4.1)."""
+    return difference.endswith("meta_info.cached_tokens_details: dict in SGLang, null in the simulator")
+
+
 def _generate(pair: Mapping[str, Served], payload: Mapping[str, Any]) -> dict[str, tuple[int, str, bytes]]:
     return {name: served.call("POST", "/generate", payload) for name, served in pair.items()}
 
@@ -347,7 +354,8 @@ def test_generate_single_and_batch_have_the_same_shape(pair: Mapping[str, Served
     for replies in (single, batch):
         (real_status, real_type, real), (sim_status, sim_type, sim) = replies["sglang"], replies["simulator"]
         assert (real_status, sim_status, real_type, sim_type) == (200, 200, "application/json", "application/json")
-        assert shape_differences(orjson.loads(real), orjson.loads(sim)) == []
+        differences = shape_differences(orjson.loads(real), orjson.loads(sim))
+        assert [d for d in differences if not _prefix_cache_hit(d)] == []
     answer = orjson.loads(single["simulator"][2])
     assert answer["meta_info"]["finish_reason"] == {"type": "length", "length": 12}
     assert len(answer["output_ids"]) == answer["meta_info"]["completion_tokens"] == 12
@@ -369,8 +377,9 @@ def test_generate_stream_is_cumulative_with_the_same_keys(pair: Mapping[str, Ser
         assert chunks[-1]["meta_info"]["finish_reason"] == {"type": "length", "length": 8}, name
         assert all(chunk["meta_info"]["finish_reason"] is None for chunk in chunks[:-1]), name
     real, sim = objects["sglang"], objects["simulator"]
-    assert shape_differences(real[-1], sim[-1]) == []
-    assert shape_differences(real[1], sim[1]) == []  # a middle object (the first may differ in timing fields)
+    for real_object, sim_object in ((real[-1], sim[-1]), (real[1], sim[1])):  # last, and a middle object
+        differences = shape_differences(real_object, sim_object)
+        assert [d for d in differences if not _prefix_cache_hit(d)] == []
 
 
 @pytest.mark.parametrize("payload", [{"sampling_params": {"max_new_tokens": 5}},
