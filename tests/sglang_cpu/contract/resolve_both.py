@@ -22,17 +22,9 @@ import traceback
 from collections.abc import Callable
 from typing import Any
 
+from parse_both import jsonable  # this folder is sys.path[0]: the scripts run as `python <folder>/<script>`
+
 Outcome = dict[str, Any]
-
-
-def jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, bool | int | float | str):
-        return value
-    if isinstance(value, list | tuple):
-        return [jsonable(v) for v in value]
-    if isinstance(value, dict):
-        return {str(k): jsonable(v) for k, v in value.items()}
-    return repr(value)
 
 
 def last_line(exc: BaseException) -> str:
