@@ -6,6 +6,7 @@ are recorded inside it and shown when they differ, since "did the upgrade regres
 
 from __future__ import annotations
 
+import functools
 import platform
 import re
 import shutil
@@ -39,8 +40,10 @@ class Environment:
     facts: Mapping[str, Any]
 
 
+@functools.cache
 def detect_gpus(timeout: float = 10.0) -> Gpus:
-    """GPUs as nvidia-smi lists them; none when nvidia-smi is absent or fails."""
+    """GPUs as nvidia-smi lists them; none when nvidia-smi is absent or fails. Asked once per process: the
+    report header, the environment key and the pre-flight check all need it."""
     exe = shutil.which("nvidia-smi")
     if exe is None:
         return Gpus((), None)

@@ -182,13 +182,15 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _preflight(state: PluginState, variants: list[Variant]) -> None:
     """Unknown, ambiguous, repeated or incompatible flags: reported before any server starts."""
+    from pytest_sglang_perf.preflight import Level
+
     try:
         findings = state.session.preflight(variants)
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     for finding in findings:
         state.say(f"pre-flight {finding}")
-        if finding.level.value == "error":
+        if finding.level is Level.ERROR:
             state.preflight_errors.setdefault(finding.variant, []).append(finding.message)
 
 
