@@ -7,3 +7,10 @@ environment, so nothing here imports aiohttp, openai, sglang or torch.
 from __future__ import annotations
 
 __version__ = "0.1.0"
+
+
+class SGLangConfigWarning(UserWarning):
+    """A variant's server did not run what it requested, or ran what another variant already measured.
+
+    Every test of the variant carries it; `--sglang-strict-flags` turns the former into a failure.
+    """

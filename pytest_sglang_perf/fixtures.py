@@ -66,6 +66,7 @@ class SGLangPerf:
                 self.base_url, model=self.model, variant=self.variant.name, params=params,
                 boot_seconds=self.server.boot_seconds, simulated=self.simulated,
                 api_key=self.server.plan.api_key, timeout=self._session.settings.request.timeout,
+                startup=self._session.startup.get(self.variant.name),
             )
         except RequestFailed as exc:
             failure = (f"[{self.variant.name}] request failed: {exc}{self._server_gone()}\n"
@@ -119,7 +120,8 @@ class SGLangPerf:
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         if cell.verdict is Verdict.REGRESSED:
-            pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid)), pytrace=False)
+            context = self._session.server_lines(self.variant.name)
+            pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid), context), pytrace=False)
 
     @property
     def test_id(self) -> str:

@@ -35,6 +35,8 @@ __all__ = ["BootError", "LaunchSpec", "ProgressEvent", "ServerProcess", "redact_
 log = logging.getLogger(__name__)
 
 REDACTED = "***"
+ATTEMPT_HEADER = "# pytest-sglang-perf "
+"""Starts the line the launcher writes to the log file before each launch attempt."""
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
 TAIL_LINES = 30
 TAIL_LINE_CHARS = 400
@@ -93,6 +95,12 @@ class LaunchSpec:
 def _is_secret_flag(arg: str) -> bool:
     """`--api-key` and `--admin-api-key`, also as the unique prefixes argparse accepts (`--api-k`)."""
     return len(arg) >= 4 and any(flag.startswith(arg) for flag in SECRET_FLAGS)
+
+
+def last_attempt(text: str) -> str:
+    """The part of a server log written by the last launch attempt (from its header line on)."""
+    start = text.rfind("\n" + ATTEMPT_HEADER)
+    return text if start < 0 else text[start + 1:]
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:
@@ -374,6 +382,10 @@ class ServerProcess:
         code = self._proc.poll()
         return None if code is None else _exit_reason(code).removesuffix(" during boot")
 
+    def attempt_log_text(self) -> str:
+        """The log of the running attempt only (a log file keeps earlier boots), secrets redacted."""
+        return last_attempt(self.log_text())
+
     def log_text(self) -> str:
         """The server's log file so far (all attempts), secrets redacted."""
         if not self.spec.log_path.exists():
@@ -450,7 +462,7 @@ class ServerProcess:
         self.spec.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.spec.log_path.open("ab") as log_file:
             stamp = datetime.now().isoformat(sep=" ", timespec="seconds")
-            log_file.write(f"# pytest-sglang-perf [{stamp}] {self.spec.name}: {self.command_line}\n".encode())
+            log_file.write(f"{ATTEMPT_HEADER}[{stamp}] {self.spec.name}: {self.command_line}\n".encode())
             log_file.flush()
             self._feed = _LogFeed(self.spec.log_path, log_file.tell())
             try:

@@ -2,6 +2,8 @@
 
 Formats come from the SGLang wheel (see sglang-reference.md §7): every SGLang line starts with
 `[YYYY-MM-DD HH:MM:SS(.mmm)( DP0)( TP1)...] ` and carries no level name; uvicorn's lines add `INFO:     `.
+Older SGLang (<= 0.5.10) wordings of the graph-capture and KV-cache lines are read too: `Capture cuda graph
+begin/end. Time elapsed: X s. ...` (the decode graph) and `KV Cache is allocated. #tokens: N, ...` (no dtype).
 """
 
 from __future__ import annotations
@@ -23,6 +25,19 @@ _PREFIX = re.compile(
 )
 _RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 _LEVEL = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
+_KV = re.compile(r"^KV Cache (?:is allocated|VA upper bound)\.(?: dtype: (?P<dtype>[^,\s]+),)? #tokens: (?P<tokens>\d+)"
+                 r"(?P<sizes>.*)$", re.MULTILINE)
+_NUMBER = r"\d+(?:\.\d+)?"
+_ELAPSED = re.compile(rf"(?:\belapsed=|Time elapsed: )(?P<seconds>{_NUMBER}) s")
+
+
+def _capture_line(step: str) -> re.Pattern[str]:
+    """`Capture <what> <kind> graph <step>.` (0.5.23), or the old `Capture cuda graph <step>.` without a <what>."""
+    return re.compile(rf"^Capture (?:(?P<what>.+?) )?(?P<kind>\w+ graph) {step}\.(?P<rest>.*)$", re.MULTILINE)
+
+
+_CAPTURE_BEGIN = _capture_line("begin")
+_CAPTURE_END = _capture_line("end")
 
 
 @dataclass(frozen=True)
@@ -69,19 +84,25 @@ def _weights_committed(m: re.Match[str]) -> str:
 
 
 def _kv_cache(m: re.Match[str]) -> str:
-    return f"KV cache allocated (#tokens: {m['tokens']}, dtype: {m['dtype']})"
+    dtype = f", dtype: {m['dtype']}" if m["dtype"] else ""
+    return f"KV cache allocated (#tokens: {m['tokens']}{dtype})"
+
+
+def _graph_name(m: re.Match[str]) -> str:
+    """The graph a capture line names; the old `Capture cuda graph ...` lines name none: the decode graph."""
+    return m["what"] or "decode"
 
 
 def _capture_begin(m: re.Match[str]) -> str:
     backend = re.search(r"backend=(\w+)", m["rest"])
     detail = f" (backend={backend[1]})" if backend else ""
-    return f"capturing {m['what']} {m['kind']}{detail}"
+    return f"capturing {_graph_name(m)} {m['kind']}{detail}"
 
 
 def _capture_end(m: re.Match[str]) -> str:
-    elapsed = re.search(r"elapsed=([\d.]+) s", m["rest"])
-    detail = f" ({elapsed[1]} s)" if elapsed else ""
-    return f"captured {m['what']} {m['kind']}{detail}"
+    elapsed = _ELAPSED.search(m["rest"])
+    detail = f" ({elapsed['seconds']} s)" if elapsed else ""
+    return f"captured {_graph_name(m)} {m['kind']}{detail}"
 
 
 def _prefill_disabled(m: re.Match[str]) -> str:
@@ -109,12 +130,9 @@ _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
     ("weights_loaded",
      re.compile(r"^Load weight end\. Committed real weights after CUDA graph capture in (?P<elapsed>[\d.]+) s"),
      _weights_committed),
-    ("kv_cache",
-     re.compile(r"KV Cache (?:is allocated|VA upper bound)\. dtype: (?P<dtype>\S+), #tokens: (?P<tokens>\d+)"),
-     _kv_cache),
-    ("capturing_graphs", re.compile(r"^Capture (?P<what>.+?) (?P<kind>\w+ graph) begin\.(?P<rest>.*)"),
-     _capture_begin),
-    ("graphs_captured", re.compile(r"^Capture (?P<what>.+?) (?P<kind>\w+ graph) end\.(?P<rest>.*)"), _capture_end),
+    ("kv_cache", _KV, _kv_cache),
+    ("capturing_graphs", _CAPTURE_BEGIN, _capture_begin),
+    ("graphs_captured", _CAPTURE_END, _capture_end),
     ("capturing_graphs",
      re.compile(r"^Disable (?P<what>(?:\w+ )?prefill CUDA graph)(?: capture)? (?P<why>(?:because|for) .*)"),
      _prefill_disabled),
@@ -138,6 +156,16 @@ _TIMINGS = re.compile(r"Engine startup timings \(s\): (?P<body>.*)$", re.MULTILI
 _GRAPH_TIMINGS = re.compile(r"cuda_graph=\{(?P<graphs>[^}]*)\}")
 _CAPACITY = re.compile(r"^max_total_num_tokens=\d+, .*$", re.MULTILINE)
 _PAIR = re.compile(r"(\w+)=([^,\s{}]+)")
+_LOAD_END = re.compile(rf"^Load weight end\. elapsed=(?P<seconds>{_NUMBER}) s", re.MULTILINE)
+_KV_SIZE = re.compile(rf"\b(?P<name>K|V|KV) size: (?P<gb>{_NUMBER}) GB")
+_BATCH_SIZES = re.compile(r"\bbs=\[(?P<sizes>[\d,\s]*)\]")
+_MEM_USAGE = re.compile(rf"\bmem usage=(?P<gb>{_NUMBER}) GB")
+_PREFILL_SKIPPED = re.compile(r"^Disable (?:target )?prefill CUDA graph because (?P<why>.*)$", re.MULTILINE)
+_BOOT_START = re.compile(r"^server_args=")
+_WEIGHTS_BEGIN = re.compile(r"^Load weight begin\.")
+_BOOT_DONE = re.compile(r"^(?:max_total_num_tokens=\d+, |Engine startup timings |The server is fired up)")
+_DECODE_GRAPHS = ("target decode", "target verify")
+"""Graphs whose batch sizes are the decode batch sizes (`target verify` with speculative decoding)."""
 
 
 def _key_values(text: str) -> dict[str, str]:
@@ -164,10 +192,29 @@ def _last_match(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
 
 
 @dataclass(frozen=True)
+class GraphCapture:
+    """One graph SGLang captured at boot (a `Capture <graph> CUDA graph end.` line, `CPU graph` on CPU)."""
+
+    graph: str
+    """As the line names it: "target decode", "target verify", "target prefill", "draft decode", "draft extend";
+    "decode" for the old `Capture cuda graph end.` line (SGLang <= 0.5.10)."""
+    seconds: float | None = None
+    batch_sizes: tuple[int, ...] | None = None
+    """The captured batch sizes (`bs=[...]` of the end line, else of its begin line); None when not logged."""
+    mem_usage_gb: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able: batch sizes as a list."""
+        return {"graph": self.graph, "seconds": self.seconds, "mem_usage_gb": self.mem_usage_gb,
+                "batch_sizes": None if self.batch_sizes is None else list(self.batch_sizes)}
+
+
+@dataclass(frozen=True)
 class StartupFacts:
-    """What SGLang logged about its own boot; a value it did not log is None."""
+    """What SGLang logged about its own boot; a value it did not log is None (an empty tuple for the lists)."""
 
     load_weight: float | None = None
+    """Seconds (`Engine startup timings`, else the first `Load weight end. elapsed=` line: the target model)."""
     kv_cache_allocation: float | None = None
     scheduler_e2e: float | None = None
     tokenizer_e2e: float | None = None
@@ -182,10 +229,28 @@ class StartupFacts:
     available_gpu_mem: float | None = None
     """GB free after boot (`available_cpu_mem` on a CPU server)."""
     available_cpu_mem: float | None = None
+    kv_cache_tokens: int | None = None
+    """`#tokens` of the first `KV Cache is allocated` (or `VA upper bound`) line: the target model's pool."""
+    kv_cache_gb: float | None = None
+    """K size + V size (`KV size` for MLA-style pools), per rank."""
+    kv_cache_dtype: str | None = None
+    """e.g. "torch.bfloat16"; None for old SGLang, whose line has no dtype."""
+    captures: tuple[GraphCapture, ...] = ()
+    """Every graph captured, in log order."""
+    captured_decode_bs: tuple[int, ...] | None = None
+    """Batch sizes of the target decode graph (target verify with speculative decoding)."""
+    graph_capture_seconds: float | None = None
+    """Sum of `Engine startup timings` cuda_graph={...}, else of the captures' seconds."""
+    prefill_graph_skipped: tuple[str, ...] = ()
+    """Reasons of `Disable prefill CUDA graph because <reason>` lines (capture-time fallback to eager)."""
 
     def to_dict(self) -> dict[str, Any]:
+        """JSON-able: mappings as dicts, tuples as lists, captures as dicts."""
         data: dict[str, Any] = {name: getattr(self, name) for name in self.__dataclass_fields__}
         data["cuda_graph"] = None if self.cuda_graph is None else dict(self.cuda_graph)
+        data["captures"] = [capture.to_dict() for capture in self.captures]
+        data["captured_decode_bs"] = None if self.captured_decode_bs is None else list(self.captured_decode_bs)
+        data["prefill_graph_skipped"] = list(self.prefill_graph_skipped)
         return data
 
 
@@ -219,12 +284,142 @@ def _capacity_facts(text: str) -> dict[str, Any]:
     return facts
 
 
+def _kv_gb(sizes: str) -> float | None:
+    """K size + V size, or KV size, of a KV-cache line's tail."""
+    found = {m["name"]: float(m["gb"]) for m in _KV_SIZE.finditer(sizes)}
+    if "KV" in found:
+        return found["KV"]
+    if "K" in found and "V" in found:
+        return round(found["K"] + found["V"], 2)
+    return None
+
+
+def _kv_facts(text: str) -> dict[str, Any]:
+    match = _KV.search(text)
+    if match is None:
+        return {}
+    return {"kv_cache_tokens": int(match["tokens"]), "kv_cache_gb": _kv_gb(match["sizes"]),
+            "kv_cache_dtype": match["dtype"]}
+
+
+def _batch_sizes(text: str) -> tuple[int, ...] | None:
+    match = _BATCH_SIZES.search(text)
+    if match is None:
+        return None
+    return tuple(int(size) for size in match["sizes"].split(",") if size.strip())
+
+
+def _capture(end: re.Match[str], begun: Mapping[str, tuple[int, ...] | None]) -> GraphCapture:
+    graph, rest = _graph_name(end), end["rest"]
+    seconds, usage = _ELAPSED.search(rest), _MEM_USAGE.search(rest)
+    batch_sizes = _batch_sizes(rest) or begun.get(graph)
+    return GraphCapture(graph=graph, seconds=None if seconds is None else float(seconds["seconds"]),
+                        batch_sizes=batch_sizes, mem_usage_gb=None if usage is None else float(usage["gb"]))
+
+
+def _captures(lines: list[str]) -> tuple[GraphCapture, ...]:
+    """One GraphCapture per capture end line; batch sizes fall back to the begin line's (draft graphs)."""
+    begun: dict[str, tuple[int, ...] | None] = {}
+    captures: list[GraphCapture] = []
+    for line in lines:
+        if (begin := _CAPTURE_BEGIN.match(line)) is not None:
+            begun[_graph_name(begin)] = _batch_sizes(begin["rest"])
+        elif (end := _CAPTURE_END.match(line)) is not None:
+            captures.append(_capture(end, begun))
+    return tuple(captures)
+
+
+def _decode_bs(captures: tuple[GraphCapture, ...]) -> tuple[int, ...] | None:
+    for graph in _DECODE_GRAPHS:
+        for capture in captures:
+            if capture.graph == graph:
+                return capture.batch_sizes
+    return None
+
+
+def _graph_seconds(timings: Mapping[str, float] | None, captures: tuple[GraphCapture, ...]) -> float | None:
+    if timings is not None:
+        return round(sum(timings.values()), 3)
+    seconds = [capture.seconds for capture in captures if capture.seconds is not None]
+    return round(sum(seconds), 3) if seconds else None
+
+
+def _graph_facts(lines: list[str], timings: Mapping[str, float] | None) -> dict[str, Any]:
+    captures = _captures(lines)
+    return {"captures": captures, "captured_decode_bs": _decode_bs(captures),
+            "graph_capture_seconds": _graph_seconds(timings, captures)}
+
+
+def _prefill_skipped(text: str) -> tuple[str, ...]:
+    reasons = (m["why"].strip().rstrip(".") for m in _PREFILL_SKIPPED.finditer(text))
+    return tuple(dict.fromkeys(reasons))
+
+
+def _load_weight(text: str) -> float | None:
+    """Seconds of the first `Load weight end. elapsed=` line (the target model; a draft model loads after it)."""
+    match = _LOAD_END.search(text)
+    return None if match is None else float(match["seconds"])
+
+
 def strip_lines(text: str) -> str:
     """`strip_prefix` applied to every line of a log text."""
     return "\n".join(strip_prefix(line) for line in text.splitlines())
 
 
+def _last_boot(text: str) -> list[str]:
+    """The first-rank messages of the last boot in a log. A boot starts at a `server_args=` line, or at a
+    `Load weight begin` once the current boot has finished loading (its capacity, timings or ready line): a
+    draft model's `Load weight begin`, which comes before those, stays in its boot."""
+    boot: list[str] = []
+    finished = False
+    for line in text.splitlines():
+        if not is_first_rank(line):
+            continue
+        message = strip_prefix(line)
+        if _BOOT_START.match(message) or (finished and _WEIGHTS_BEGIN.match(message)):
+            boot, finished = [], False
+        boot.append(message)
+        finished = finished or _BOOT_DONE.match(message) is not None
+    return boot
+
+
 def startup_facts(text: str) -> StartupFacts:
-    """SGLang's startup timings and KV capacity from a server log (the last boot in it, if several)."""
-    messages = strip_lines(text)
-    return StartupFacts(**_timing_facts(messages), **_capacity_facts(messages))
+    """SGLang's startup timings, KV cache, graph captures and capacity from a server log: the last boot in it,
+    first-rank lines only (a TP8 boot counts each fact once)."""
+    lines = _last_boot(text)
+    messages = "\n".join(lines)
+    facts: dict[str, Any] = {**_timing_facts(messages), **_capacity_facts(messages), **_kv_facts(messages)}
+    if facts.get("load_weight") is None:
+        facts["load_weight"] = _load_weight(messages)
+    facts.update(_graph_facts(lines, facts.get("cuda_graph")))
+    return StartupFacts(**facts, prefill_graph_skipped=_prefill_skipped(messages))
+
+
+_BATCH_GRAPH = re.compile(r"^(?P<kind>Prefill|Decode) batch(?: \[[^\]]*\])?, .*?\b\w+ graph: (?P<used>True|False)\b")
+
+
+@dataclass(frozen=True)
+class GraphUse:
+    """How many `Prefill batch` / `Decode batch` lines said `cuda graph: True` or `False` (`cpu graph:` on CPU)."""
+
+    prefill_true: int = 0
+    prefill_false: int = 0
+    decode_true: int = 0
+    decode_false: int = 0
+
+    def to_dict(self) -> dict[str, int]:
+        """JSON-able."""
+        return {"prefill_true": self.prefill_true, "prefill_false": self.prefill_false,
+                "decode_true": self.decode_true, "decode_false": self.decode_false}
+
+
+def graph_use(text: str) -> GraphUse:
+    """Runtime proof of graph use: the batch lines of a log text (all of it: pass the part for one window), first
+    rank only. A `Prefill batch` line says whether the prefill graph ran; a `Decode batch` line, logged once per
+    `--decode-log-interval` steps, whether the decode graph ran for the step that closed its window."""
+    counts = {key: 0 for key in ("prefill_true", "prefill_false", "decode_true", "decode_false")}
+    for line in text.splitlines():
+        match = _BATCH_GRAPH.match(strip_prefix(line)) if is_first_rank(line) else None
+        if match is not None:
+            counts[f"{match['kind'].lower()}_{match['used'].lower()}"] += 1
+    return GraphUse(**counts)

@@ -47,6 +47,8 @@ METRICS: Mapping[str, Metric] = MappingProxyType(
             _m("accept_length", "tok/step", True, 0.03, 0.0,
                "completion tokens / spec_verify_ct (speculative decoding only)"),
             _m("boot_seconds", "s", False, 0.25, 2.0, "server launch -> ready"),
+            _m("graph_capture_seconds", "s", False, 0.50, 0.5,
+               "CUDA-graph capture, all graphs (SGLang's Engine startup timings, else its capture lines)"),
         )
     }
 )

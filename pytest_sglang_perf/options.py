@@ -24,6 +24,7 @@ class RunOptions:
     results_path: Path | None = None
     variants: tuple[str, ...] | None = None
     log_dir: Path | None = None
+    strict_flags: bool = False
 
 
 _OPTIONS: tuple[tuple[str, str, str], ...] = (
@@ -36,6 +37,8 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("update-baselines", "bool", "record the measured values as the new baselines instead of gating on them"),
     ("results", "path", "write the session's results (metrics, verdicts, environment) as JSON to this path"),
     ("log-dir", "path", "directory for the servers' log files (default: a session temp directory)"),
+    ("strict-flags", "bool", "fail every test of a variant whose server did not run what it requested (a flag "
+     "SGLang overrode, a default optimization it switched off); default: a warning"),
 )
 
 
@@ -100,4 +103,5 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         results_path=_path(config, _raw(config, "results")),
         variants=_names(_raw(config, "variants")),
         log_dir=_path(config, _raw(config, "log-dir")),
+        strict_flags=bool(_raw(config, "strict-flags")),
     )

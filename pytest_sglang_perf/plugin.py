@@ -249,19 +249,68 @@ def sglang_perf(request: pytest.FixtureRequest, sglang_variant: Variant) -> SGLa
     except BootError as exc:
         failure = state.session.boot_report(exc)
     else:
+        _warn_about_config(state, sglang_variant.name)
         return SGLangPerf(state.session, sglang_variant, server, request.node.nodeid)
     pytest.fail(failure, pytrace=False)  # outside the except block: no "during handling" chain in the report
 
 
+def _warn_about_config(state: PluginState, name: str) -> None:
+    """Every test of a variant whose server ran something else than asked carries the warning."""
+    import warnings
+
+    from pytest_sglang_perf import SGLangConfigWarning
+    from pytest_sglang_perf.server_report import warning_text
+    from pytest_sglang_perf.settings import variant_line
+
+    config = state.session.configs.get(name)
+    if config is None or not config.warnings or (state.options.strict_flags and config.problems):
+        return
+    message = SGLangConfigWarning(warning_text(name, config))
+    path = state.settings.path if state.settings is not None else None
+    line = variant_line(path, name) if path is not None else None
+    if path is None or line is None:
+        warnings.warn(message, stacklevel=1)
+    else:  # points at the variant's definition in the configuration file
+        warnings.warn_explicit(message, SGLangConfigWarning, str(path), line)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
+    """--sglang-strict-flags: a test of a variant whose server did not run what was asked fails unrun."""
+    state = item.config.stash[STATE]
+    name = state.variant_of.get(item.nodeid)
+    if state.options.strict_flags and name is not None and state.started:
+        config = state.session.configs.get(name)
+        if config is not None and config.problems:
+            from pytest_sglang_perf.server_report import strict_failure
+
+            pytest.fail(strict_failure(name, config), pytrace=False)
+    return (yield)
+
+
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     state = terminalreporter.config.stash.get(STATE, None)
-    if state is None or not state.started or not state.session.cells:
+    if state is None or not state.started:
+        return
+    _server_summary(terminalreporter, state)
+    if not state.session.cells:
         return
     from pytest_sglang_perf.report import summary_lines
 
     terminalreporter.section("sglang-perf")
     for line in summary_lines(state.session.cells):
         terminalreporter.write_line(line)
+
+
+def _server_summary(terminalreporter: pytest.TerminalReporter, state: PluginState) -> None:
+    from pytest_sglang_perf.server_report import server_summary_lines
+
+    perf = state.session
+    lines = server_summary_lines(perf.configs, perf.startup, perf.boot_seconds, state.options.simulate)
+    if lines:
+        terminalreporter.section("sglang-perf servers")
+        for line in lines:
+            terminalreporter.write_line(line)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -273,4 +322,5 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         from pytest_sglang_perf.results import write_results
 
         perf = state.session
-        write_results(state.options.results_path, perf.cells, perf.results, perf.environment.facts)
+        write_results(state.options.results_path, perf.cells, perf.results, perf.environment.facts,
+                      perf.server_records())

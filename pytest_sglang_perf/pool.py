@@ -26,6 +26,8 @@ class RunningServer:
     exit_description: Callable[[float], str | None] = field(default=lambda wait: None, compare=False)
     """How the server process ended, waiting up to the given seconds for it to finish exiting; None while it runs
     (launcher.ServerProcess.exit_description)."""
+    log_text: Callable[[], str] = field(default=lambda: "", compare=False)
+    """This boot's log so far, secrets redacted (launcher.ServerProcess.attempt_log_text)."""
 
 
 class ServerPool:
@@ -70,7 +72,7 @@ class ServerPool:
             raise
         self._servers[name] = server
         self._running[name] = RunningServer(plan, server.base_url, server.boot_seconds, server.pid, spec.log_path,
-                                            server.exit_description)
+                                            server.exit_description, server.attempt_log_text)
 
     def _logs(self) -> Path:
         if self._log_dir is None:

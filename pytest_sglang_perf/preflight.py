@@ -19,6 +19,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from pytest_sglang_perf.effective import Requested
 from pytest_sglang_perf.plan import ServerPlan
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -115,6 +116,17 @@ def check_variant(name: str, args: Sequence[str], parser: ArgParser, *,
     findings = [Finding(name, Level.WARNING, m) for m in _repeated(args, argparser)]
     findings += [Finding(name, Level.ERROR, m) for m in _combinations(args, rules, argparser, gpu_names)]
     return findings
+
+
+def requested_flags(args: Sequence[str], parser: ArgParser) -> list[Requested]:
+    """Each flag of a command line that parses, with the value SGLang's own parser gives it (last one wins)."""
+    argparser = _raising(parser.make())
+    try:
+        namespace = argparser.parse_args(["--model-path", "m", *args])
+    except _ParseError:  # the pre-flight check reports it
+        return []
+    return [Requested(flag, action.dest, getattr(namespace, action.dest))
+            for flag, action, _ in _given(args, argparser)]
 
 
 def _raising(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:

@@ -91,8 +91,9 @@ def _simulated_tag(simulated: bool) -> str:
     return f" ({SIMULATED})" if simulated else ""
 
 
-def failure_message(cell: Cell, refresh_command: str) -> str:
-    """What a failing test shows: metric | baseline | measured | change | allowed | verdict, then the fix."""
+def failure_message(cell: Cell, refresh_command: str, context: Sequence[str] = ()) -> str:
+    """What a failing test shows: metric | baseline | measured | change | allowed | verdict, what the server
+    ran (`context`), then the fix."""
     header = ("metric", "baseline", "measured", "change", "allowed", "verdict")
     rows = [
         (c.metric, _baseline_text(c), format_value(c.metric, c.measured), format_change(c.change),
@@ -103,6 +104,7 @@ def failure_message(cell: Cell, refresh_command: str) -> str:
     return "\n".join([
         title + _simulated_tag(cell.simulated),
         *_table(header, rows, align="lrrrrl"),
+        *context,
         "To record the measured values as the new baseline, re-run with:",
         f"  {refresh_command}",
     ])

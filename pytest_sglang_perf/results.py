@@ -27,13 +27,18 @@ def write_results(
     cells: Sequence[Cell],
     results: Mapping[tuple[str, str], Result],
     environment: Mapping[str, Any],
+    servers: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> None:
-    """Write the session's results to `path` (its directory is created if needed)."""
+    """Write the session's results to `path` (its directory is created if needed).
+
+    `servers` holds, per variant, what its server really ran and what its boot cost (see session.server_records).
+    """
     doc = {
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
         "simulated": any(c.simulated for c in cells),
         "environment": dict(environment),
+        "servers": {name: dict(record) for name, record in (servers or {}).items()},
         "cells": [_cell(c, results.get((c.test_id, c.variant))) for c in cells],
     }
     path = Path(path)
@@ -64,13 +69,14 @@ def _result(result: Result | None) -> dict[str, Any]:
     """The measurement behind a cell; empty fields when the cell has none (e.g. it failed to measure)."""
     if result is None:
         return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
-                "boot_seconds": None, "itl_p50": None, "itl_p99": None}
+                "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None}
     return {
         "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
         "samples": [s.to_dict() for s in result.samples],
         "params": result.params.to_dict(),
         "prompt_hash": result.prompt_hash,
         "boot_seconds": result.boot_seconds,
+        "startup": None if result.startup is None else dict(result.startup),
         "itl_p50": result.itl_p50,
         "itl_p99": result.itl_p99,
     }

@@ -95,3 +95,5 @@ class Result:
     itl_p50: float | None = None
     itl_p99: float | None = None
     extra: Mapping[str, Any] = field(default_factory=dict)
+    startup: Mapping[str, Any] | None = None
+    """The server's startup facts as SGLang logged them (logscan.StartupFacts.to_dict())."""

@@ -9,17 +9,21 @@ import os
 from collections.abc import Callable, Sequence
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 from pytest_sglang_perf.compare import check_all
+from pytest_sglang_perf.effective import EffectiveConfig
 from pytest_sglang_perf.environment import Environment, build_environment, detect_gpus
 from pytest_sglang_perf.hints import boot_hints
-from pytest_sglang_perf.launcher import BootError, redact_argv
+from pytest_sglang_perf.launcher import BootError, last_attempt, redact_argv
+from pytest_sglang_perf.logscan import StartupFacts
 from pytest_sglang_perf.options import RunOptions
 from pytest_sglang_perf.plan import ServerPlan, flag_value, plan_server
 from pytest_sglang_perf.pool import RunningServer, ServerPool
 from pytest_sglang_perf.preflight import ArgParser, Finding, check_plans, choose_parser
 from pytest_sglang_perf.report import Cell
 from pytest_sglang_perf.samples import Result
+from pytest_sglang_perf.server_report import config_lines, startup_text
 from pytest_sglang_perf.settings import Settings, Variant
 from pytest_sglang_perf.store import BaselineEntry, BaselineStore
 
@@ -36,6 +40,12 @@ class PerfSession:
         self.cells: list[Cell] = []
         self.results: dict[tuple[str, str], Result] = {}
         self._plans: dict[str, ServerPlan] = {}
+        self.configs: dict[str, EffectiveConfig] = {}
+        """Each booted variant's effective configuration, in boot order."""
+        self.startup: dict[str, StartupFacts] = {}
+        self.boot_seconds: dict[str, float] = {}
+        self._logs: dict[str, Path] = {}
+        self._say = say
 
     @cached_property
     def environment(self) -> Environment:
@@ -53,7 +63,24 @@ class PerfSession:
         return self._plans[variant.name]
 
     def server(self, variant: Variant) -> RunningServer:
-        return self.pool.get(self.plan(variant))
+        """The variant's running server (booted on first use, then its effective configuration is read)."""
+        server = self.pool.get(self.plan(variant))
+        if variant.name not in self.configs:
+            self._inspect(variant, server)
+        return server
+
+    def _inspect(self, variant: Variant, server: RunningServer) -> None:
+        """Read what the new server really runs, compare it with what was asked and say so."""
+        from pytest_sglang_perf.inspection import inspect_server
+
+        config, facts = inspect_server(variant.name, self.plan(variant), server, self._parser,
+                                       list(self.configs.values()))
+        self.configs[variant.name] = config
+        self.startup[variant.name] = facts
+        self.boot_seconds[variant.name] = server.boot_seconds
+        self._logs[variant.name] = server.log_path
+        for line in config_lines(config):
+            self._say(f"[{variant.name}] {line}")
 
     @cached_property
     def _parser(self) -> ArgParser:
@@ -68,6 +95,32 @@ class PerfSession:
         """The failed boot's report, plus hints for the SGLang failures it matches."""
         hints = boot_hints(error.reason, error.log_tail, self._parser, self._parser.version)
         return error.report() + "".join(f"\nhint: {hint}" for hint in hints)
+
+    def server_lines(self, name: str) -> list[str]:
+        """What the variant's server ran and what its boot cost, for a failing test's report."""
+        config = self.configs.get(name)
+        if config is None:
+            return []
+        lines = [f"server: {line.strip()}" if i == 0 else line for i, line in enumerate(config_lines(config))]
+        if name in self.startup:
+            lines.append(f"  startup: {startup_text(self.startup[name], self.boot_seconds.get(name))}")
+        return lines
+
+    def server_records(self) -> dict[str, dict[str, Any]]:
+        """Per booted variant: the effective configuration, the startup facts, boot seconds and runtime graph use."""
+        from pytest_sglang_perf.logscan import graph_use
+
+        records = {}
+        for name, config in self.configs.items():
+            facts = self.startup.get(name)
+            log = self._logs.get(name)
+            records[name] = {
+                "effective": config.to_dict(), "boot_seconds": self.boot_seconds.get(name),
+                "startup": None if facts is None else facts.to_dict(),
+                "graph_use": None if log is None or not log.exists() else graph_use(
+                    last_attempt(log.read_text(encoding="utf-8", errors="replace"))).to_dict(),
+            }
+        return records
 
     def _preflight_gpus(self) -> tuple[str, ...]:
         """The GPUs the variants will run on: nvidia-smi's, or the simulator's `--sim-gpu` (else its default)."""
@@ -103,6 +156,8 @@ class PerfSession:
             recorded_at=_now(),
             commit=self._commit,
             environment=self.environment.facts,
+            startup=result.startup,
+            ran=dict(self.configs[result.variant].ran) if result.variant in self.configs else None,
         )
 
     @cached_property

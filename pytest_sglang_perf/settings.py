@@ -6,6 +6,7 @@ in the rootdir's `pyproject.toml`. Every bad value raises ConfigError naming the
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import tomllib
 from collections.abc import Callable, Mapping
@@ -80,6 +81,8 @@ class Settings:
     log_dir: Path | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     simulate: SimulateSettings = SimulateSettings()
+    path: Path | None = None
+    """The configuration file (None for settings built in code)."""
 
     def tolerance(self, metric: str) -> float:
         return self.tolerances.get(metric, METRICS[metric].default_tolerance)
@@ -141,7 +144,26 @@ def load_settings(rootdir: Path, explicit: Path | None = None) -> Settings | Non
     if found is None:
         return None
     path, table, source = found
-    return parse_settings(table, source=source, root=path.parent)
+    return dataclasses.replace(parse_settings(table, source=source, root=path.parent), path=path)
+
+
+def variant_line(path: Path, name: str) -> int | None:
+    """The 1-based line that defines variant `name` in a configuration file (after a `variants` header)."""
+    definition = re.compile(rf"""^\s*["']?{re.escape(name)}["']?\s*=""")
+    in_variants = False
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    table = re.compile(rf"""variants\.["']?{re.escape(name)}["']?\s*\]""")
+    for number, line in enumerate(lines, start=1):
+        if line.lstrip().startswith("["):
+            if table.search(line):
+                return number
+            in_variants = "variants" in line
+        elif in_variants and definition.match(line):
+            return number
+    return None
 
 
 def parse_settings(table: Mapping[str, Any], *, source: str, root: Path) -> Settings:

@@ -3,7 +3,8 @@
 A file holds `schema_version` (SCHEMA_VERSION), its `environment_key`, the last writer's `environment`
 and `entries[test_id][variant]` with the metric summaries, the raw samples, the variant's args, the
 prompt hash, the request params, when (`recorded_at`, ISO-8601 UTC) and from which `commit` it was
-recorded, and the software `environment` at that time.
+recorded, the software `environment` at that time, and (optional, null in older files) the server's
+`startup` facts and what it `ran` (its effective configuration in words).
 
 A bad file (invalid JSON, another schema, a malformed entry) raises BaselineFileError naming the file,
 the problem and the fix; it is never rewritten. Writes hold a file lock (kept in the temporary
@@ -60,9 +61,15 @@ class BaselineEntry:
     recorded_at: str
     commit: str | None
     environment: Mapping[str, Any]
+    startup: Mapping[str, Any] | None = None
+    """The server's startup facts when the baseline was recorded (logscan.StartupFacts.to_dict())."""
+    ran: Mapping[str, str] | None = None
+    """What the server ran (effective.EffectiveConfig.ran), e.g. {"prefill CUDA graph": "breakable (...)"}."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "startup": None if self.startup is None else dict(self.startup),
+            "ran": None if self.ran is None else dict(self.ran),
             "metrics": {name: s.to_dict() for name, s in self.summaries.items()},
             "samples": [s.to_dict() for s in self.samples],
             "args": list(self.args),
@@ -342,7 +349,19 @@ def _parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineE
         args=tuple(data["args"]), prompt_hash=data["prompt_hash"],
         params=MappingProxyType(data["params"]), recorded_at=data["recorded_at"],
         commit=data["commit"], environment=MappingProxyType(data["environment"]),
+        startup=_optional_object(path, where, data, "startup"), ran=_optional_object(path, where, data, "ran"),
     )
+
+
+def _optional_object(path: Path, where: str, data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """An entry field added after schema 1 was fixed: absent or null in older files."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BaselineFileError(path, f"{where}: {key!r} must be an object or null, found {_json_type(value)}",
+                                _FIX_ENTRY)
+    return MappingProxyType(value)
 
 
 def _parse_summaries(path: Path, where: str, metrics: Mapping[str, Any]) -> dict[str, Summary]:

@@ -1,0 +1,43 @@
+"""After a boot: read the server's log and `/server_info`, and judge what it really runs (see effective.py)."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from pytest_sglang_perf.effective import EffectiveConfig, evaluate, redact_info, same_as, unavailable
+from pytest_sglang_perf.logscan import StartupFacts, is_first_rank, startup_facts, strip_prefix
+from pytest_sglang_perf.plan import ServerPlan
+from pytest_sglang_perf.pool import RunningServer
+from pytest_sglang_perf.preflight import ArgParser, load_rules, requested_flags
+from pytest_sglang_perf.serverinfo import ServerInfoError, fetch_server_info
+
+
+def log_messages(text: str) -> list[str]:
+    """The messages of a log's first-rank lines (a TP8 server says each thing once, not eight times)."""
+    return [strip_prefix(line) for line in text.splitlines() if is_first_rank(line)]
+
+
+def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: ArgParser,
+                   earlier: Sequence[EffectiveConfig]) -> tuple[EffectiveConfig, StartupFacts]:
+    """The variant's effective configuration (compared with the variants booted before it) and startup facts."""
+    text = server.log_text()
+    facts = startup_facts(text)
+    try:
+        info = fetch_server_info(server.base_url, plan.api_key)
+    except ServerInfoError as exc:
+        return unavailable(name, str(exc), facts), facts
+    rules = load_rules(str(info.get("version") or parser.version))
+    info = redact_info(info, rules, [plan.api_key] if plan.api_key else [])
+    config = evaluate(name, requested_flags(plan.args, parser), info, facts, log_messages(text), rules)
+    return _with_duplicate(config, earlier, rules), facts
+
+
+def _with_duplicate(config: EffectiveConfig, earlier: Sequence[EffectiveConfig],
+                    rules: Mapping[str, Any]) -> EffectiveConfig:
+    for other in earlier:
+        why = same_as(config, other, rules)
+        if why is not None:
+            return dataclasses.replace(config, duplicate=why)
+    return config
