@@ -21,6 +21,8 @@ from typing import Any
 from pytest_sglang_perf.logscan import StartupFacts
 
 _MISSING = object()
+_TARGET_GRAPHS = {"prefill": ("target prefill", "prefill"), "decode": ("target decode", "target verify", "decode")}
+"""The capture names (logscan.GraphCapture.graph) of the target model's graph per phase; draft graphs aside."""
 _GENERIC_SKIP = "cuda_graph_config resolved"
 """The prefix of the capture-time skip line that only repeats the resolved plan (not a reason of its own)."""
 
@@ -231,12 +233,12 @@ def _same(a: Any, b: Any) -> bool:
 
 def topic_messages(messages: Sequence[str], rules: Mapping[str, Any]) -> dict[str, list[str]]:
     """SGLang's resolution messages by the topic (flag group) they explain, in log order."""
+    patterns = [(re.compile(rule["pattern"]), rule["topics"]) for rule in rules.get("resolution_messages", ())]
     found: dict[str, list[str]] = {}
-    for rule in rules.get("resolution_messages", ()):
-        pattern = re.compile(rule["pattern"])
-        for message in messages:
+    for message in messages:
+        for pattern, topics in patterns:
             if pattern.search(message):
-                for topic in rule["topics"]:
+                for topic in topics:
                     if message not in found.setdefault(topic, []):
                         found[topic].append(message)
     return found
@@ -277,9 +279,9 @@ def evaluate(variant: str, requested: Sequence[Requested], info: Mapping[str, An
     view = json.loads(json.dumps(info))  # a private copy to apply capture-time fallbacks to
     _apply_capture_skips(view, facts, rules)
     by_topic = topic_messages(messages, rules)
-    latest = {r.dest: r for r in requested}
-    outcomes = tuple(_outcome(r, view, by_topic, rules) for r in latest.values()
-                     if r.dest not in rules.get("secret_fields", ()))
+    secret = set(rules.get("secret_fields", ()))
+    latest = {r.dest: r for r in requested if r.dest not in secret}
+    outcomes = tuple(_outcome(r, view, by_topic, rules) for r in latest.values())
     return EffectiveConfig(
         variant=variant, flags=outcomes, switched_off=_switched_off(latest, view, by_topic, rules),
         ran=ran_lines(view, facts), requested={d: r.value for d, r in latest.items()}, info=view,
@@ -348,7 +350,7 @@ def ran_lines(info: Mapping[str, Any], facts: StartupFacts) -> tuple[tuple[str, 
 def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
     backend = lookup(info, ["cuda_graph_config", phase, "backend"])
     text = "not reported" if backend is _MISSING else str(backend)
-    captured = [c for c in facts.captures if c.graph.split()[-1] == phase]
+    captured = [c for c in facts.captures if c.graph in _TARGET_GRAPHS[phase]]
     if captured:
         seconds = sum(c.seconds or 0.0 for c in captured)
         sizes = next((c.batch_sizes for c in captured if c.batch_sizes), None)

@@ -30,7 +30,11 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
         return unavailable(name, str(exc), facts), facts
     rules = load_rules(str(info.get("version") or parser.version))
     info = redact_info(info, rules, [plan.api_key] if plan.api_key else [])
-    config = evaluate(name, requested_flags(plan.args, parser), info, facts, log_messages(text), rules)
+    try:
+        config = evaluate(name, requested_flags(plan.args, parser), info, facts, log_messages(text), rules)
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # an unexpected /server_info shape
+        why = f"/server_info has a shape this plugin does not know ({type(exc).__name__}: {exc})"
+        return unavailable(name, why, facts), facts
     return _with_duplicate(config, earlier, rules), facts
 
 

@@ -133,7 +133,10 @@ async def _model_info(request: web.Request) -> web.Response:
 
 
 async def _server_info(request: web.Request) -> web.Response:
-    return json_response(request.app[ENGINE].server_info())
+    engine = request.app[ENGINE]
+    if engine.faults.no_server_info:
+        return web.Response(status=404, text="Not Found")
+    return json_response(engine.server_info())
 
 
 async def _models(request: web.Request) -> web.Response:

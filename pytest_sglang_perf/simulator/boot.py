@@ -212,11 +212,12 @@ class SchedulerBoot:
         name = "target verify" if spec is not None else "target decode"
         per_req = spec.num_draft_tokens if spec is not None else 1
         avail = self.memory.after_prefill_graph_gib
-        self._all_ranks(f"Capture {name} CUDA graph begin. backend={self.resolution.cuda_graph.decode.backend}, "
+        device_graph = "CPU graph" if self.resolution.args.get("device") == "cpu" else "CUDA graph"
+        self._all_ranks(f"Capture {name} {device_graph} begin. backend={self.resolution.cuda_graph.decode.backend}, "
                         f"num_tokens_per_req={per_req}, avail mem={avail:.2f} GB")
         elapsed = await self._capture(phase)
         usage = self.memory.decode_graph_gib
-        self._all_ranks(f"Capture {name} CUDA graph end. bs={list(self.memory.decode_capture_bs)}, "
+        self._all_ranks(f"Capture {name} {device_graph} end. bs={list(self.memory.decode_capture_bs)}, "
                         f"elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, avail mem={avail - usage:.2f} GB.")
 
     async def _draft_graphs(self) -> None:

@@ -15,6 +15,7 @@ SPEC is a comma-separated list of faults; each fault is a name with `:`-separate
 | `no-usage`          | never sends usage (the stream's usage chunk, the response's `usage`)                       |
 | `short:N`           | stops every request N tokens before its max_tokens, even with ignore_eos                   |
 | `slow-after:N:F`    | after N generation requests, every duration is F times longer (F >= 1)                     |
+| `no-server-info`    | `/server_info` and `/get_server_info` answer 404, like a proxy that exposes only the APIs  |
 
 e.g. `--sim-fault die-after:3` or `SGLANG_SIM_FAULT="http-500:0.3,slow-after:2:4"`. Generation requests are
 `/v1/chat/completions` and `/generate` calls from clients (SGLang's own warmup request does not count).
@@ -27,9 +28,9 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 FAULT_NAMES = ("crash-at-boot", "hang-at-boot", "fail-warmup", "die-after", "http-500", "cut-stream", "no-usage",
-               "short", "slow-after")
+               "short", "slow-after", "no-server-info")
 _USAGE = ("crash-at-boot, hang-at-boot, fail-warmup, die-after:N, http-500:P, cut-stream:N, no-usage, short:N, "
-          "slow-after:N:FACTOR (combine with commas)")
+          "slow-after:N:FACTOR, no-server-info (combine with commas)")
 
 
 @dataclass(frozen=True)
@@ -43,6 +44,7 @@ class Faults:
     no_usage: bool = False
     short: int = 0
     slow_after: tuple[int, float] | None = None
+    no_server_info: bool = False
 
     @property
     def any(self) -> bool:
@@ -138,6 +140,7 @@ _HANDLERS: dict[str, Callable[[Faults, list[str]], Faults]] = {
     "hang-at-boot": _no_args("hang_at_boot"),
     "fail-warmup": _no_args("fail_warmup"),
     "no-usage": _no_args("no_usage"),
+    "no-server-info": _no_args("no_server_info"),
     "die-after": _one_count("die_after", 0),
     "cut-stream": _one_count("cut_stream", 0),
     "short": _one_count("short", 1),

@@ -94,7 +94,7 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
              "make every duration (1 + x) times longer (0.2 = 20% slower)"),
     KnobSpec("fault", _fault_spec, "",
              "inject faults, e.g. 'die-after:3,http-500:0.2': crash-at-boot, hang-at-boot, fail-warmup, die-after:N, "
-             "http-500:P, cut-stream:N, no-usage, short:N, slow-after:N:FACTOR", "SPEC"),
+             "http-500:P, cut-stream:N, no-usage, short:N, slow-after:N:FACTOR, no-server-info", "SPEC"),
 )
 
 

@@ -71,6 +71,8 @@ def plan_memory(resolution: Resolution, model: ModelConfig, gpu: Gpu) -> MemoryP
     tokens = _kv_tokens(resolution, rest, model.kv_bytes_per_token(tp))
     max_running = effective_max_running_requests(resolution, tokens)
     capture = tuple(bs for bs in (resolution.cuda_graph.decode.bs or ()) if bs <= max_running)
+    if not captures_decode_graph(resolution):
+        capture = ()
     return MemoryPlan(
         free_gib=gpu.free_gib, weight_gib=weight, draft_weight_gib=draft, kv_tokens=tokens,
         kv_gib_each=gib(tokens * model.kv_bytes_per_token(tp)) / 2,
@@ -95,6 +97,12 @@ def _kv_tokens(resolution: Resolution, rest_gib: float, bytes_per_token: int) ->
         tokens = min(tokens, int(resolution["max_total_tokens"]))
     page = int(resolution.args.get("page_size") or 1)
     return tokens // page * page
+
+
+def captures_decode_graph(resolution: Resolution) -> bool:
+    """cuda_graph_setup.py::capture_decode_graph: on CPU a decode graph is captured only with
+    --enable-torch-compile (elsewhere the resolved decode backend decides, see CudaGraphPlan)."""
+    return resolution.args.get("device") != "cpu" or bool(resolution.args.get("enable_torch_compile"))
 
 
 def effective_max_running_requests(resolution: Resolution, kv_tokens: int) -> int:

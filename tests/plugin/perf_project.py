@@ -64,3 +64,24 @@ def server_processes(marker: Path) -> list[psutil.Process]:
         except (psutil.NoSuchProcess, psutil.AccessDenied):
             continue
     return found
+
+
+# A multimodal model outside SGLang 0.5.23's breakable-CUDA-graph allow-list: SGLang (and the simulator) turns its
+# prefill CUDA graph off unless --cuda-graph-backend-prefill is given.
+VL_CONFIG = {
+    **TINY_CONFIG,
+    "architectures": ["Qwen2_5_VLForConditionalGeneration"],
+    "model_type": "qwen2_5_vl",
+    "vision_config": {"depth": 2, "hidden_size": 64, "intermediate_size": 128, "out_hidden_size": 256},
+}
+
+
+def use_model_config(pytester: pytest.Pytester, config: dict[str, object]) -> None:
+    """Replace the config.json of the project's model folder (write_project writes TINY_CONFIG)."""
+    (pytester.path / "model" / "config.json").write_text(json.dumps(config))
+
+
+def fast_sim(*, boot_seconds: float = 0.3, capture_seconds: float | None = None) -> list[str]:
+    """FAST_SIM's request timing with a chosen boot time and, optionally, a fixed CUDA-graph capture time."""
+    capture = [] if capture_seconds is None else ["--sim-capture-seconds", str(capture_seconds)]
+    return ["--sim-decode-tok-s", "2000", "--sim-ttft", "0.02", "--sim-boot-seconds", str(boot_seconds), *capture]

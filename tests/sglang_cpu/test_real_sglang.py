@@ -366,6 +366,46 @@ def test_startup_facts_parse_from_the_real_log(first_run: Run) -> None:
     assert default.chunked_prefill_size not in (None, 512)
 
 
+def _servers_section(run: Run) -> dict[str, dict[str, Any]]:
+    servers: dict[str, dict[str, Any]] = json.loads(
+        (run.project.path / f"results-{run.name}.json").read_text())["servers"]
+    return servers
+
+
+def test_effective_configuration_is_verified_against_the_real_server_info(first_run: Run) -> None:
+    """Every requested flag is found in real SGLang's /server_info with the value asked (the capped variant's
+    request cap through `effective_max_running_requests_per_dp`); CPU runs no CUDA graph, and that is not a
+    finding (SGLang's default on CPU, not something it switched off)."""
+    servers = _servers_section(first_run)
+    assert set(servers) == {"default", "capped"}
+    for name, server in servers.items():
+        effective = server["effective"]
+        assert effective["verdict"] == "ok", (name, effective)
+        statuses = {flag["flag"]: flag["status"] for flag in effective["flags"]}
+        for flag in ("--device", "--load-format", "--max-total-tokens", "--random-seed"):
+            assert statuses[flag] == "ok", (name, effective["flags"])
+        assert f"[{name}] effective configuration: ok" in first_run.out
+    capped = {flag["flag"]: flag for flag in servers["capped"]["effective"]["flags"]}
+    assert capped["--max-running-requests"]["effective"] == 4
+    assert capped["--chunked-prefill-size"]["status"] == "ok"
+    assert "max running requests: 4 per DP rank" in first_run.out
+
+
+def test_startup_facts_and_graph_use_are_in_the_results(first_run: Run) -> None:
+    """The results file carries each server's startup facts (as parsed from its log) and how many of its
+    prefill/decode batches ran with a graph (none on CPU), and every cell carries its server's facts."""
+    servers = _servers_section(first_run)
+    for name, server in servers.items():
+        assert server["startup"] == startup_facts(first_run.log(name)).to_dict()
+        assert server["startup"]["graph_capture_seconds"] == 0
+        assert server["boot_seconds"] > 0
+        use = server["graph_use"]
+        assert use["prefill_true"] == use["decode_true"] == 0
+        assert use["prefill_false"] >= 4, use  # warmup + 3 measured requests, one prefill batch each at least
+    for cell in first_run.cells().values():
+        assert cell["startup"]["max_total_num_tokens"] == MAX_TOTAL_TOKENS
+
+
 def _protocol_seconds(run: Run) -> dict[str, float]:
     """Seconds of each inner test's whole run protocol (its variant's boot included, for the first test)."""
     return {e["nodeid"]: e["seconds"] for e in run.project.records("protocol")}

@@ -420,3 +420,22 @@ def test_a_failing_scheduler_loop_is_reported_not_hung() -> None:
     assert [str(error) for error in crashes] == ["boom"]
     assert "Scheduler hit an exception: Traceback (most recent call last):" in stream.getvalue()
     assert "RuntimeError: boom" in stream.getvalue()
+
+
+def test_no_server_info_fault_hides_only_the_configuration() -> None:
+    """`--sim-fault no-server-info`: a server (e.g. behind a proxy) whose resolved configuration cannot be read."""
+    from dataclasses import replace
+
+
+    async def scenario(client: Client) -> None:
+        assert [(await client.get(p)).status for p in ("/server_info", "/get_server_info")] == [404, 404]
+        assert (await client.get("/v1/models")).status == 200
+
+    _run(_engine(knobs=replace(FAST, fault="no-server-info")), scenario)
+    served: list[int] = []
+
+    async def plain(client: Client) -> None:
+        served.append((await client.get("/server_info")).status)
+
+    _run(_engine(), plain)
+    assert served == [200]

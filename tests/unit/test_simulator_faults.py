@@ -9,9 +9,9 @@ from pytest_sglang_perf.simulator.faults import Faults, parse_faults
 
 def test_every_fault_parses() -> None:
     faults = parse_faults("crash-at-boot, hang-at-boot,fail-warmup,die-after:3,http-500:0.25,cut-stream:5,"
-                          "no-usage,short:7,slow-after:2:4.5")
+                          "no-usage,short:7,slow-after:2:4.5,no-server-info")
     assert faults == Faults(crash_at_boot=True, hang_at_boot=True, fail_warmup=True, die_after=3, http_500=0.25,
-                            cut_stream=5, no_usage=True, short=7, slow_after=(2, 4.5))
+                            cut_stream=5, no_usage=True, short=7, slow_after=(2, 4.5), no_server_info=True)
     assert faults.any and not Faults().any
     assert parse_faults("") == parse_faults(" , ") == Faults()
 

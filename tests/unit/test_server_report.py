@@ -1,0 +1,217 @@
+"""server_report: the text about each variant's server (effective configuration, startup costs) users read."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from pytest_sglang_perf.effective import EffectiveConfig, evaluate, redact_info, unavailable
+from pytest_sglang_perf.logscan import StartupFacts, startup_facts, strip_prefix
+from pytest_sglang_perf.preflight import flag_table_parser, load_rules, requested_flags
+from pytest_sglang_perf.server_report import (
+    config_lines,
+    ran_text,
+    server_summary_lines,
+    startup_text,
+    strict_failure,
+    verdict_line,
+    warning_text,
+)
+
+RULES = load_rules("0.5.23")
+MULTIMODAL = "Breakable CUDA graph is incompatible with multimodal model; disabling prefill CUDA graph."
+DRAFT_ADJUSTED = ("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                  "speculative_eagle_topk == 1")
+SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
+        "--speculative-num-draft-tokens", "5"]
+DUPLICATE = ("measures nothing new: its only difference from variant 'base' (--cuda-graph-max-bs-decode) did not "
+             "change what the server ran")
+
+PREFILL_CAPTURE = [
+    "Capture target prefill CUDA graph begin. backend=breakable, num_tokens=[4, 8, 16], avail mem=20.00 GB",
+    "Capture target prefill CUDA graph end. elapsed=20.51 s, mem usage=1.20 GB, avail mem=18.80 GB.",
+]
+NO_PREFILL_CAPTURE = [
+    "Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' (e.g. via "
+    "--cuda-graph-backend-prefill=disabled or auto-disable rules).",
+]
+
+
+def boot_log(prefill: list[str], resolution: Sequence[str] = ()) -> str:
+    """A single-GPU boot (sglang-reference.md §7.1): resolution warnings first, then the startup lines."""
+    messages = [
+        *resolution,
+        "server_args={'model_path': 'Qwen/Qwen3-8B', 'tp_size': 1}",
+        "Load weight begin. avail mem=78.50 GB",
+        "Load weight end. elapsed=40.10 s, type=Qwen3ForCausalLM, avail mem=62.10 GB, mem usage=16.40 GB.",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 412345, K size: 9.44 GB, V size: 9.44 GB",
+        *prefill,
+        "Capture target decode CUDA graph begin. backend=full, num_tokens_per_req=1, avail mem=18.80 GB",
+        "Capture target decode CUDA graph end. bs=[1, 2, 4, 8], elapsed=10.00 s, mem usage=0.50 GB, "
+        "avail mem=18.30 GB.",
+        "max_total_num_tokens=412345, chunked_prefill_size=8192, max_prefill_tokens=16384, "
+        "max_running_requests=48, context_len=40960, available_gpu_mem=18.30 GB",
+        "The server is fired up and ready to roll!",
+    ]
+    return "".join(f"[2026-11-29 10:00:{i:02d}] {message}\n" for i, message in enumerate(messages))
+
+
+BOOT_LOG = boot_log(PREFILL_CAPTURE)
+
+
+def server_info(prefill: str = "breakable", **args: Any) -> dict[str, Any]:
+    """A single-GPU CUDA server's `/server_info` (sglang-reference.md §5), trimmed to what the report reads."""
+    resolved = {"model_path": "Qwen/Qwen3-8B", "device": "cuda", "attn_dp_size": 1, "pp_size": 1,
+                "disable_overlap_schedule": False, "enable_nccl_nvls": False, "speculative_algorithm": None,
+                "speculative_num_steps": None, "speculative_eagle_topk": None, "speculative_num_draft_tokens": None,
+                "mem_fraction_static": 0.83, "api_key": "sk-report-1", **args}
+    plan = {"decode": {"backend": "full", "max_bs": 256, "bs": [1, 2, 4, 8]},
+            "prefill": {"backend": prefill, "max_bs": 8192, "bs": [4, 8, 16]}}
+    state = {**resolved, "effective_max_running_requests_per_dp": 48}
+    return {**resolved, "cuda_graph_config": plan, "internal_states": [state], "version": "0.5.23"}
+
+
+def judge(variant: str, args: Sequence[str], info: dict[str, Any], log: str = BOOT_LOG) -> EffectiveConfig:
+    messages = [strip_prefix(line) for line in log.splitlines()]
+    flags = requested_flags(list(args), flag_table_parser())
+    return evaluate(variant, flags, redact_info(info, RULES, ["sk-report-1"]), startup_facts(log), messages, RULES)
+
+
+def ok_config() -> EffectiveConfig:
+    return judge("base", ["--cuda-graph-max-bs-decode", "256", "--mem-fraction-static", "0.83", "--config", "x.yaml"],
+                 server_info())
+
+
+def differing_config() -> EffectiveConfig:
+    """Overridden draft tokens (with SGLang's reason), the multimodal prefill rule, an unconfirmable flag."""
+    log = boot_log(NO_PREFILL_CAPTURE, [MULTIMODAL, DRAFT_ADJUSTED])
+    info = server_info("disabled", speculative_algorithm="EAGLE", speculative_num_steps=3, speculative_eagle_topk=1,
+                       speculative_num_draft_tokens=4, enable_nccl_nvls=True)
+    return judge("mm", [*SPEC, "--enable-nccl-nvls"], info, log)
+
+
+# The effective configuration -------------------------------------------------------------------------------------
+
+
+def test_config_lines_of_a_server_that_ran_as_requested() -> None:
+    assert config_lines(ok_config()) == [
+        "effective configuration: ok (2 requested flag(s) verified against /server_info)",
+        "  prefill CUDA graph: breakable (captured in 20.51 s)",
+        "  decode CUDA graph: full (captured in 10.00 s, bs 1..8 (4 sizes))",
+        "  max running requests: 48 per DP rank",
+        "  overlap scheduler: on",
+    ]
+
+
+def test_config_lines_of_a_server_that_differs() -> None:
+    lines = config_lines(differing_config())
+    assert lines[0] == "effective configuration DIFFERS from the request (2 finding(s))"
+    assert "  speculative decoding: EAGLE steps=3 topk=1 draft_tokens=4" in lines
+    assert "  prefill CUDA graph: disabled (not captured)" in lines
+    warnings = [line for line in lines if line.startswith("  WARNING: ")]
+    assert warnings == [
+        f"  WARNING: requested --speculative-num-draft-tokens 5, server ran 4, because: {DRAFT_ADJUSTED}",
+        f"  WARNING: SGLang switched off the prefill CUDA graph (on by default) because: {MULTIMODAL}",
+    ]
+    [note] = [line for line in lines if line.startswith("  note: ")]
+    assert note.startswith("  note: --enable-nccl-nvls: cannot be confirmed: ")
+    assert lines[-1] == note  # warnings, then notes, after what ran
+    assert "sk-report-1" not in "\n".join(lines)
+
+
+def test_config_lines_of_a_duplicate_variant() -> None:
+    config = dataclasses.replace(ok_config(), duplicate=DUPLICATE)
+    lines = config_lines(config)
+    assert lines[0] == "effective configuration: as requested, but the same as another variant's"
+    assert lines[-1] == f"  WARNING: {DUPLICATE}"
+
+
+def test_verdict_line_counts_only_verified_flags() -> None:
+    """`--config` is not in /server_info and --enable-nccl-nvls cannot be confirmed: neither counts as verified."""
+    config = judge("v", ["--config", "x.yaml", "--enable-nccl-nvls", "--cuda-graph-max-bs-decode", "256"],
+                   server_info(enable_nccl_nvls=True))
+    assert verdict_line(config) == "effective configuration: ok (1 requested flag(s) verified against /server_info)"
+
+
+def test_unreadable_configuration() -> None:
+    config = unavailable("v", "GET /server_info: HTTP 404", startup_facts(BOOT_LOG))
+    assert config_lines(config) == [
+        "effective configuration DIFFERS from the request (1 finding(s))",
+        "  prefill CUDA graph: not reported (captured in 20.51 s)",
+        "  decode CUDA graph: not reported (captured in 10.00 s, bs 1..8 (4 sizes))",
+        "  WARNING: the effective configuration could not be read: GET /server_info: HTTP 404",
+    ]
+
+
+# Startup costs ---------------------------------------------------------------------------------------------------
+
+
+def test_startup_text_with_every_fact() -> None:
+    assert startup_text(startup_facts(BOOT_LOG), 183.24) == (
+        "boot 183.2 s, load_weight 40.10 s, cuda graphs 30.51 s, KV cache 412345 tokens (18.88 GB), "
+        "max_total_num_tokens 412345, max_running_requests 48, context_len 40960, chunked_prefill_size 8192, "
+        "available_gpu_mem 18.30 GB")
+
+
+@pytest.mark.parametrize(("facts", "boot", "text"), [
+    (StartupFacts(), None, "SGLang logged no startup facts"),
+    (StartupFacts(), 12.04, "boot 12.0 s"),
+    (StartupFacts(kv_cache_tokens=1000), None, "KV cache 1000 tokens"),
+    (StartupFacts(graph_capture_seconds=0.0, available_cpu_mem=9.5), 3.0,
+     "boot 3.0 s, cuda graphs 0.00 s, available_cpu_mem 9.50 GB"),
+    (StartupFacts(load_weight=1.234, max_running_requests=16), None, "load_weight 1.23 s, max_running_requests 16"),
+])
+def test_startup_text_leaves_out_what_was_not_logged(facts: StartupFacts, boot: float | None, text: str) -> None:
+    assert startup_text(facts, boot) == text
+
+
+# The summary section, strict mode, warnings --------------------------------------------------------------------
+
+
+def test_server_summary_lines_per_variant() -> None:
+    configs = {"base": ok_config(), "mm": differing_config()}
+    facts = {"base": startup_facts(BOOT_LOG), "mm": StartupFacts()}
+    lines = server_summary_lines(configs, facts, {"base": 61.5}, simulated=True)
+    assert lines[0] == ("variant base (SIMULATED): effective configuration: ok (2 requested flag(s) verified against "
+                        "/server_info)")
+    assert lines[1:5] == config_lines(configs["base"])[1:]
+    assert lines[5].startswith("  startup: boot 61.5 s, load_weight 40.10 s, cuda graphs 30.51 s, ")
+    assert lines[6] == "variant mm (SIMULATED): effective configuration DIFFERS from the request (2 finding(s))"
+    assert lines[-1] == "  startup: SGLang logged no startup facts"  # no boot time measured for mm
+    assert len(lines) == 1 + 4 + 1 + len(config_lines(configs["mm"])) + 1
+
+
+def test_server_summary_lines_without_simulation_or_facts() -> None:
+    lines = server_summary_lines({"base": ok_config()}, {}, {"base": 61.5}, simulated=False)
+    assert lines[0] == "variant base: effective configuration: ok (2 requested flag(s) verified against /server_info)"
+    assert not any("SIMULATED" in line or "startup:" in line for line in lines)
+
+
+def test_strict_failure_lists_each_problem() -> None:
+    text = strict_failure("mm", differing_config())
+    assert text.splitlines() == [
+        "sglang-perf: variant 'mm': the server did not run what was requested (--sglang-strict-flags):",
+        f"  requested --speculative-num-draft-tokens 5, server ran 4, because: {DRAFT_ADJUSTED}",
+        f"  SGLang switched off the prefill CUDA graph (on by default) because: {MULTIMODAL}",
+        "Fix the variant's flags (or drop --sglang-strict-flags to only warn).",
+    ]
+    assert "nccl" not in text  # a note is not a failure
+
+
+def test_warning_text_joins_problems_and_the_duplicate() -> None:
+    config = dataclasses.replace(differing_config(), duplicate=DUPLICATE)
+    assert warning_text("mm", config) == (
+        f"variant 'mm': requested --speculative-num-draft-tokens 5, server ran 4, because: {DRAFT_ADJUSTED}; "
+        f"SGLang switched off the prefill CUDA graph (on by default) because: {MULTIMODAL}; {DUPLICATE}")
+    assert warning_text("base", dataclasses.replace(ok_config(), duplicate=DUPLICATE)) == (
+        f"variant 'base': {DUPLICATE}")
+
+
+def test_ran_text_for_a_failure_message() -> None:
+    assert ran_text([ok_config()]) == (
+        "prefill CUDA graph: breakable (captured in 20.51 s); "
+        "decode CUDA graph: full (captured in 10.00 s, bs 1..8 (4 sizes)); "
+        "max running requests: 48 per DP rank; overlap scheduler: on")
