@@ -306,7 +306,8 @@ def _server_summary(terminalreporter: pytest.TerminalReporter, state: PluginStat
     from pytest_sglang_perf.server_report import server_summary_lines
 
     perf = state.session
-    lines = server_summary_lines(perf.configs, perf.startup, perf.boot_seconds, state.options.simulate)
+    uses = {name: use for name in perf.configs if (use := perf.graph_use(name)) is not None}
+    lines = server_summary_lines(perf.configs, perf.startup, perf.boot_seconds, state.options.simulate, uses)
     if lines:
         terminalreporter.section("sglang-perf servers")
         for line in lines:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from pytest_sglang_perf.effective import EffectiveConfig
-from pytest_sglang_perf.logscan import StartupFacts
+from pytest_sglang_perf.logscan import GraphUse, StartupFacts
 
 WARNING = "WARNING"
 
@@ -49,9 +49,18 @@ def startup_text(facts: StartupFacts, boot_seconds: float | None) -> str:
     return ", ".join(parts) if parts else "SGLang logged no startup facts"
 
 
+def graph_use_text(use: GraphUse) -> str:
+    """`prefill batches 4/4, decode batches 7/7 with a graph` (SGLang's `cuda graph: True|False` per batch line)."""
+    prefill, decode = use.prefill_true + use.prefill_false, use.decode_true + use.decode_false
+    return (f"prefill batches {use.prefill_true}/{prefill}, decode batches {use.decode_true}/{decode} ran with a "
+            "graph (SGLang's batch log lines)")
+
+
 def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[str, StartupFacts],
-                         boot_seconds: Mapping[str, float], simulated: bool) -> list[str]:
-    """The summary's servers section: per variant, the effective configuration and the startup costs."""
+                         boot_seconds: Mapping[str, float], simulated: bool,
+                         uses: Mapping[str, GraphUse] | None = None) -> list[str]:
+    """The summary's servers section: per variant, the effective configuration, the startup costs and how
+    many batches really ran with a graph."""
     tag = " (SIMULATED)" if simulated else ""
     lines: list[str] = []
     for name, config in configs.items():
@@ -60,6 +69,8 @@ def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[
         lines += rest
         if name in facts:
             lines.append(f"  startup: {startup_text(facts[name], boot_seconds.get(name))}")
+        if uses and name in uses:
+            lines.append(f"  runtime: {graph_use_text(uses[name])}")
     return lines
 
 

@@ -16,7 +16,7 @@ from pytest_sglang_perf.effective import EffectiveConfig
 from pytest_sglang_perf.environment import Environment, build_environment, detect_gpus
 from pytest_sglang_perf.hints import boot_hints
 from pytest_sglang_perf.launcher import BootError, last_attempt, redact_argv
-from pytest_sglang_perf.logscan import StartupFacts
+from pytest_sglang_perf.logscan import GraphUse, StartupFacts, graph_use
 from pytest_sglang_perf.options import RunOptions
 from pytest_sglang_perf.plan import ServerPlan, flag_value, plan_server
 from pytest_sglang_perf.pool import RunningServer, ServerPool
@@ -108,19 +108,22 @@ class PerfSession:
 
     def server_records(self) -> dict[str, dict[str, Any]]:
         """Per booted variant: the effective configuration, the startup facts, boot seconds and runtime graph use."""
-        from pytest_sglang_perf.logscan import graph_use
-
         records = {}
         for name, config in self.configs.items():
-            facts = self.startup.get(name)
-            log = self._logs.get(name)
+            facts, use = self.startup.get(name), self.graph_use(name)
             records[name] = {
                 "effective": config.to_dict(), "boot_seconds": self.boot_seconds.get(name),
                 "startup": None if facts is None else facts.to_dict(),
-                "graph_use": None if log is None or not log.exists() else graph_use(
-                    last_attempt(log.read_text(encoding="utf-8", errors="replace"))).to_dict(),
+                "graph_use": None if use is None else use.to_dict(),
             }
         return records
+
+    def graph_use(self, name: str) -> GraphUse | None:
+        """How many of the variant's prefill/decode batches ran with a graph, from its server's log (so far)."""
+        log = self._logs.get(name)
+        if log is None or not log.exists():
+            return None
+        return graph_use(last_attempt(log.read_text(encoding="utf-8", errors="replace")))
 
     def _preflight_gpus(self) -> tuple[str, ...]:
         """The GPUs the variants will run on: nvidia-smi's, or the simulator's `--sim-gpu` (else its default)."""

@@ -109,6 +109,7 @@ def test_default_prefill_graph_on_multimodal_model_warns_with_sglangs_reason(pyt
         "  decode CUDA graph: full (captured in *",
         f"  WARNING: {SWITCHED_OFF}",
         "  startup: boot * s, load_weight * s, cuda graphs * s, KV cache * tokens*",
+        "  runtime: prefill batches 0/*, decode batches * ran with a graph (SGLang's batch log lines)",
     ])
     assert _ran(pytester) == {"ran-a-default", "ran-b-default"}
 
@@ -158,6 +159,8 @@ def test_explicit_breakable_prefill_graph_is_ok_even_strict(pytester: pytest.Pyt
         "/server_info)",
         "  prefill CUDA graph: breakable (captured in * s)",
     ])
+    # every prefill batch (warmup and 2 x 2 measured requests at least) ran with the prefill graph
+    result.stdout.re_match_lines([r"  runtime: prefill batches ([1-9]\d*)/\1, decode batches (\d+)/\2 ran with "])
     output = result.stdout.str()
     assert "SGLangConfigWarning" not in output
     assert "WARNING:" not in output

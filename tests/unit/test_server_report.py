@@ -9,10 +9,11 @@ from typing import Any
 import pytest
 
 from pytest_sglang_perf.effective import EffectiveConfig, evaluate, redact_info, unavailable
-from pytest_sglang_perf.logscan import StartupFacts, startup_facts, strip_prefix
+from pytest_sglang_perf.logscan import GraphUse, StartupFacts, graph_use, startup_facts, strip_prefix
 from pytest_sglang_perf.preflight import flag_table_parser, load_rules, requested_flags
 from pytest_sglang_perf.server_report import (
     config_lines,
+    graph_use_text,
     ran_text,
     server_summary_lines,
     startup_text,
@@ -215,3 +216,21 @@ def test_ran_text_for_a_failure_message() -> None:
         "prefill CUDA graph: breakable (captured in 20.51 s); "
         "decode CUDA graph: full (captured in 10.00 s, bs 1..8 (4 sizes)); "
         "max running requests: 48 per DP rank; overlap scheduler: on")
+
+
+def test_runtime_graph_use_line_counts_batches_with_a_graph() -> None:
+    log = "\n".join([
+        "[2026-11-29 10:00:00] Prefill batch, #new-seq: 1, #new-token: 7, #cached-token: 0, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: False, input throughput (token/s): 3.00",
+        "[2026-11-29 10:00:01] Prefill batch, #new-seq: 1, #new-token: 9, #cached-token: 0, token usage: 0.00, "
+        "#running-req: 0, #queue-req: 0, #pending-token: 0, cuda graph: True, input throughput (token/s): 3.00",
+        "[2026-11-29 10:00:02] Decode batch, #running-req: 1, #token: 41, token usage: 0.00, cuda graph: True, "
+        "gen throughput (token/s): 11.57, #queue-req: 0",
+    ])
+    use = graph_use(log)
+    assert graph_use_text(use) == ("prefill batches 1/2, decode batches 1/1 ran with a graph (SGLang's batch log "
+                                   "lines)")
+    lines = server_summary_lines({"base": ok_config()}, {}, {}, simulated=False, uses={"base": use})
+    assert lines[-1] == f"  runtime: {graph_use_text(use)}"
+    assert graph_use_text(GraphUse(0, 0, 0, 0)) == ("prefill batches 0/0, decode batches 0/0 ran with a graph "
+                                                    "(SGLang's batch log lines)")

@@ -192,6 +192,9 @@ CORRUPT: dict[str, tuple[bytes, str]] = {
     "bad sample": (_with(lambda d: _cell(d)["samples"][1].update(e2e=None)),
                    r"entry 't' variant 'default': sample 1 is malformed"),
     "sample not an object": (_with(lambda d: _cell(d)["samples"].append(7)), r"sample 3 is malformed"),
+    "startup not an object": (_with(lambda d: _cell(d).update(startup=[1])),
+                              r"entry 't' variant 'default': 'startup' must be an object or null, found a list"),
+    "ran not an object": (_with(lambda d: _cell(d).update(ran="fast")), r"'ran' must be an object or null"),
 }
 
 
@@ -207,6 +210,17 @@ def test_a_corrupt_file_is_reported_and_never_modified(tmp_path: Path, content: 
         BaselineStore(tmp_path, KEY).write([entry("new")], ENV)
     assert path.read_bytes() == content
     assert listing(tmp_path) == [path.name]
+
+
+def test_startup_facts_and_what_ran_round_trip_and_older_entries_have_none(tmp_path: Path) -> None:
+    """Entries written before these fields existed (no `startup`, no `ran` keys) still load, as None."""
+    recorded = dataclasses.replace(entry(), startup={"load_weight": 40.1, "cuda_graph": {"decode": 12.5}},
+                                   ran={"prefill CUDA graph": "breakable (captured in 20.51 s)"})
+    BaselineStore(tmp_path, KEY).write([recorded], ENV)
+    assert BaselineStore(tmp_path, KEY).lookup(recorded.test_id, "default") == recorded
+    (tmp_path / f"{KEY}.json").write_bytes(_with(lambda d: [_cell(d).pop(k, None) for k in ("startup", "ran")]))
+    older = BaselineStore(tmp_path, KEY).lookup("t", "default")
+    assert older is not None and older.startup is None and older.ran is None
 
 
 def test_the_valid_corruption_template_loads(tmp_path: Path) -> None:
