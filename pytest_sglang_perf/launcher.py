@@ -135,6 +135,28 @@ def _redact_text(text: str, secrets: Iterable[str]) -> str:
     return text
 
 
+def redact_file(path: Path, secrets: Iterable[str]) -> None:
+    """Replace every secret in a file (a stopped server's log: SGLang prints its args, API key included) by '***'.
+
+    The file is replaced atomically, and only when it holds a secret; a file that cannot be rewritten is left as
+    it is (stopping a server never fails on its log)."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return
+    redacted = data
+    for secret in secrets:
+        redacted = redacted.replace(secret.encode(), REDACTED.encode())
+    if redacted == data:
+        return
+    tmp = path.with_name(f".{path.name}.redacting")
+    try:
+        tmp.write_bytes(redacted)
+        os.replace(tmp, path)
+    except OSError:
+        tmp.unlink(missing_ok=True)
+
+
 class BootError(Exception):
     """A server did not become ready. `report()` says why, with the exact command and the log tail."""
 
@@ -427,6 +449,7 @@ class ServerProcess:
             self._track_tree()
             _kill(proc, list(self._tree.values()))
             self._stopped = True
+            redact_file(self.spec.log_path, self._secrets)
 
     def __enter__(self) -> ServerProcess:
         self.start()

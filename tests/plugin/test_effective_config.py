@@ -265,15 +265,15 @@ def test_api_key_stays_out_of_every_output_while_flags_are_verified(pytester: py
     effective = json.loads(results)["servers"]["a"]["effective"]
     assert {f["flag"]: f["status"] for f in effective["flags"]} == {"--random-seed": "ok",
                                                                     "--max-running-requests": "ok"}
-    # The server's own log file is not in the list: SGLang prints its server_args (api_key in clear) there itself;
-    # the plugin promises redaction in what it writes and shows (README), and names its log files by variant.
+    # The server's log: SGLang prints its server_args (api_key in clear) there; masked once the server stopped.
     outputs = {
         "terminal": result.stdout.str() + result.stderr.str(),
         "results": results,
         "log file names": " ".join(p.name for p in (pytester.path / "logs").iterdir()),
+        **{p.name: p.read_text() for p in (pytester.path / "logs").iterdir()},
         **{p.name: p.read_text() for p in (pytester.path / "baselines").glob("*.json")},
     }
-    assert len(outputs) == 4
+    assert len(outputs) == 5
     for name, text in outputs.items():
         assert secret not in text, f"the API key leaked into {name}"
 

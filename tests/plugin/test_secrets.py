@@ -1,4 +1,5 @@
-"""The API key is used for every request but never written to reports, results, baselines or commands."""
+"""The API key is used for every request but never written to reports, results, baselines, commands or (once the
+server stopped) its log."""
 
 from __future__ import annotations
 
@@ -23,8 +24,11 @@ def test_api_key_appears_in_no_output(pytester: pytest.Pytester) -> None:
         "terminal": result.stdout.str() + result.stderr.str(),
         "results": (pytester.path / "out.json").read_text(),
         **{p.name: p.read_text() for p in (pytester.path / "baselines").glob("*.json")},
+        **{p.name: p.read_text() for p in (pytester.path / "logs").iterdir()},
     }
-    assert len(outputs) == 3
+    assert len(outputs) == 4
+    # the server's log once it stopped: SGLang's own `server_args=` line printed the key, now masked
+    assert "'api_key': '***'" in outputs["a.log"]
     for name, text in outputs.items():
         assert SECRET not in text, f"the API key leaked into {name}"
     baseline = next(iter((pytester.path / "baselines").glob("*.json"))).read_text()

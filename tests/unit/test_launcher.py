@@ -24,7 +24,7 @@ import psutil
 import pytest
 
 from pytest_sglang_perf import launcher
-from pytest_sglang_perf.launcher import BootError, LaunchSpec, ProgressEvent, ServerProcess, redact_argv
+from pytest_sglang_perf.launcher import BootError, LaunchSpec, ProgressEvent, ServerProcess, redact_argv, redact_file
 from pytest_sglang_perf.logscan import startup_facts
 from pytest_sglang_perf.ports import free_port
 
@@ -322,7 +322,9 @@ def test_api_key_is_sent_to_probes_and_redacted_everywhere(fake: Fake) -> None:
         assert (fake.pid_dir / "auth.txt").read_text() == "Bearer sekrit-key"
         assert "--api-key '***'" in server.command_line
         assert "sekrit" not in server.command_line + server.log_text()
-    assert "sekrit-key" in fake.log_path.read_text()  # the server itself echoes it (like SGLang's server_args)
+        assert "sekrit-key" in fake.log_path.read_text()  # the server itself echoes it (like SGLang's server_args)
+    assert "sekrit" not in fake.log_path.read_text()  # masked in the file once the server stopped
+    assert "'api_key': '***'" in fake.log_path.read_text()
 
     failing = ServerProcess(dataclasses.replace(spec, env={**spec.env, "FAKE_MODE": "exit-after-args"}))
     with pytest.raises(BootError) as caught:
@@ -331,6 +333,7 @@ def test_api_key_is_sent_to_probes_and_redacted_everywhere(fake: Fake) -> None:
     assert caught.value.exit_code == 3
     assert "'api_key': '***'" in report
     assert "sekrit" not in report + str(caught.value)
+    assert "sekrit" not in fake.log_path.read_text()  # a failed boot's log too
 
 
 def test_redact_argv_covers_both_flags_and_forms() -> None:
@@ -430,3 +433,17 @@ def test_process_killed_by_a_signal_is_named(tmp_path: Path) -> None:
         ServerProcess(spec).start()
     assert (caught.value.exit_code, caught.value.reason) == (-9, "killed by SIGKILL during boot")
     assert caught.value.log_tail == ("loading",)
+
+
+def test_redact_file_rewrites_only_a_file_with_a_secret(tmp_path: Path) -> None:
+    log = tmp_path / "a.log"
+    log.write_bytes(b"args: --api-key k-123 \xff binary kept\nk-123 again\n")
+    redact_file(log, ["k-123"])
+    assert log.read_bytes() == b"args: --api-key *** \xff binary kept\n*** again\n"
+    clean = tmp_path / "b.log"
+    clean.write_text("nothing secret\n")
+    before = clean.stat().st_mtime_ns
+    redact_file(clean, ["k-123"])
+    assert clean.stat().st_mtime_ns == before and clean.read_text() == "nothing secret\n"
+    redact_file(tmp_path / "missing.log", ["k-123"])  # a missing log is not an error
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.log", "b.log"]
