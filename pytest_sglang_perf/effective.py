@@ -19,12 +19,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_sglang_perf.logscan import StartupFacts
+from pytest_sglang_perf.redaction import redact_text
 
 _MISSING = object()
-_TARGET_GRAPHS = {"prefill": ("target prefill", "prefill"), "decode": ("target decode", "target verify", "decode")}
-"""The capture names (logscan.GraphCapture.graph) of the target model's graph per phase; draft graphs aside."""
-_GENERIC_SKIP = "cuda_graph_config resolved"
-"""The prefix of the capture-time skip line that only repeats the resolved plan (not a reason of its own)."""
 
 
 class Status(enum.Enum):
@@ -168,9 +165,7 @@ def redact_info(info: Mapping[str, Any], rules: Mapping[str, Any], secrets: Sequ
         if isinstance(value, list):
             return [clean(v) for v in value]
         if isinstance(value, str):
-            for secret in secrets:
-                if secret:
-                    value = value.replace(secret, "***")
+            return redact_text(value, secrets)
         return value
 
     cleaned: dict[str, Any] = clean(info)
@@ -250,8 +245,7 @@ def _topic(dest: str, rules: Mapping[str, Any]) -> str:
 
 def _apply_capture_skips(info: dict[str, Any], facts: StartupFacts, rules: Mapping[str, Any]) -> None:
     """A graph the plan kept but the capture skipped (`Disable prefill CUDA graph because ...`) did not run."""
-    reasons = [r for r in facts.prefill_graph_skipped if not r.startswith(_GENERIC_SKIP)]
-    if not reasons:
+    if not facts.capture_fallbacks:
         return
     for optimization in rules.get("default_optimizations", ()):
         if optimization.get("skipped_at_capture"):
@@ -350,14 +344,14 @@ def ran_lines(info: Mapping[str, Any], facts: StartupFacts) -> tuple[tuple[str, 
 def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
     backend = lookup(info, ["cuda_graph_config", phase, "backend"])
     text = "not reported" if backend is _MISSING else str(backend)
-    captured = [c for c in facts.captures if c.graph in _TARGET_GRAPHS[phase]]
+    captured = facts.target_captures(phase)
     if captured:
         seconds = sum(c.seconds or 0.0 for c in captured)
         sizes = next((c.batch_sizes for c in captured if c.batch_sizes), None)
         detail = f", bs {sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)" if sizes else ""
         text += f" (captured in {seconds:.2f} s{detail})"
     elif phase == "prefill" and facts.prefill_graph_skipped:
-        reasons = [r for r in facts.prefill_graph_skipped if not r.startswith(_GENERIC_SKIP)]
+        reasons = facts.capture_fallbacks
         text += f" (not captured: {reasons[-1]})" if reasons else " (not captured)"
     return text
 

@@ -7,16 +7,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_sglang_perf.effective import EffectiveConfig, evaluate, redact_info, same_as, unavailable
-from pytest_sglang_perf.logscan import StartupFacts, is_first_rank, startup_facts, strip_prefix
+from pytest_sglang_perf.logscan import StartupFacts, boot_messages, startup_facts
 from pytest_sglang_perf.plan import ServerPlan
 from pytest_sglang_perf.pool import RunningServer
 from pytest_sglang_perf.preflight import ArgParser, load_rules, requested_flags
+from pytest_sglang_perf.redaction import secret_values
 from pytest_sglang_perf.serverinfo import ServerInfoError, fetch_server_info
-
-
-def log_messages(text: str) -> list[str]:
-    """The messages of a log's first-rank lines (a TP8 server says each thing once, not eight times)."""
-    return [strip_prefix(line) for line in text.splitlines() if is_first_rank(line)]
 
 
 def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: ArgParser,
@@ -29,9 +25,9 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
     except ServerInfoError as exc:
         return unavailable(name, str(exc), facts), facts
     rules = load_rules(str(info.get("version") or parser.version))
-    info = redact_info(info, rules, [plan.api_key] if plan.api_key else [])
+    info = redact_info(info, rules, secret_values(plan.args, plan.api_key))
     try:
-        config = evaluate(name, requested_flags(plan.args, parser), info, facts, log_messages(text), rules)
+        config = evaluate(name, requested_flags(plan.args, parser), info, facts, boot_messages(text), rules)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # an unexpected /server_info shape
         why = f"/server_info has a shape this plugin does not know ({type(exc).__name__}: {exc})"
         return unavailable(name, why, facts), facts

@@ -10,7 +10,6 @@ from __future__ import annotations
 import codecs
 import contextlib
 import http.client
-import itertools
 import logging
 import os
 import shlex
@@ -19,7 +18,7 @@ import socket
 import subprocess
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -29,15 +28,14 @@ import psutil
 
 from pytest_sglang_perf.logscan import ProgressEvent, is_first_rank, progress_event
 from pytest_sglang_perf.ports import free_port
+from pytest_sglang_perf.redaction import redact_argv, redact_file, redact_text, secret_values
 
-__all__ = ["BootError", "LaunchSpec", "ProgressEvent", "ServerProcess", "redact_argv"]
+__all__ = ["BootError", "LaunchSpec", "ProgressEvent", "ServerProcess", "redact_argv", "redact_file"]
 
 log = logging.getLogger(__name__)
 
-REDACTED = "***"
 ATTEMPT_HEADER = "# pytest-sglang-perf "
 """Starts the line the launcher writes to the log file before each launch attempt."""
-SECRET_FLAGS = ("--api-key", "--admin-api-key")
 TAIL_LINES = 30
 TAIL_LINE_CHARS = 400
 """Longer log lines (SGLang's `server_args={...}` runs to ~15,000 characters) are clipped in a boot report's tail."""
@@ -92,69 +90,10 @@ class LaunchSpec:
         return (*self.command, "--host", self.host, "--port", str(port))
 
 
-def _is_secret_flag(arg: str) -> bool:
-    """`--api-key` and `--admin-api-key`, also as the unique prefixes argparse accepts (`--api-k`)."""
-    return len(arg) >= 4 and any(flag.startswith(arg) for flag in SECRET_FLAGS)
-
-
 def last_attempt(text: str) -> str:
     """The part of a server log written by the last launch attempt (from its header line on)."""
     start = text.rfind("\n" + ATTEMPT_HEADER)
     return text if start < 0 else text[start + 1:]
-
-
-def redact_argv(argv: Sequence[str]) -> list[str]:
-    """argv with the value of every secret flag (`--api-key K`, `--api-key=K`) replaced by '***'."""
-    out: list[str] = []
-    for arg in argv:
-        flag, eq, _ = arg.partition("=")
-        if out and _is_secret_flag(out[-1]):
-            out.append(REDACTED)
-        elif eq and _is_secret_flag(flag):
-            out.append(f"{flag}={REDACTED}")
-        else:
-            out.append(arg)
-    return out
-
-
-def _secrets(spec: LaunchSpec) -> tuple[str, ...]:
-    """Every secret value a log or message could echo: the api key and the values of secret flags."""
-    values = [spec.api_key or ""]
-    for previous, arg in itertools.pairwise(("", *spec.command)):
-        flag, eq, value = arg.partition("=")
-        if _is_secret_flag(previous):
-            values.append(arg)
-        elif eq and _is_secret_flag(flag):
-            values.append(value)
-    return tuple(sorted({value for value in values if value}, key=len, reverse=True))
-
-
-def _redact_text(text: str, secrets: Iterable[str]) -> str:
-    for secret in secrets:
-        text = text.replace(secret, REDACTED)
-    return text
-
-
-def redact_file(path: Path, secrets: Iterable[str]) -> None:
-    """Replace every secret in a file (a stopped server's log: SGLang prints its args, API key included) by '***'.
-
-    The file is replaced atomically, and only when it holds a secret; a file that cannot be rewritten is left as
-    it is (stopping a server never fails on its log)."""
-    try:
-        data = path.read_bytes()
-    except OSError:
-        return
-    redacted = data
-    for secret in secrets:
-        redacted = redacted.replace(secret.encode(), REDACTED.encode())
-    if redacted == data:
-        return
-    tmp = path.with_name(f".{path.name}.redacting")
-    try:
-        tmp.write_bytes(redacted)
-        os.replace(tmp, path)
-    except OSError:
-        tmp.unlink(missing_ok=True)
 
 
 class BootError(Exception):
@@ -347,7 +286,7 @@ class ServerProcess:
     def __init__(self, spec: LaunchSpec, on_progress: Callable[[ProgressEvent], None] | None = None) -> None:
         self.spec = spec
         self._on_progress = on_progress
-        self._secrets = _secrets(spec)
+        self._secrets = secret_values(spec.command, spec.api_key)
         self._proc: subprocess.Popen[bytes] | None = None
         self._root: psutil.Process | None = None
         self._tree: dict[int, psutil.Process] = {}
@@ -389,7 +328,7 @@ class ServerProcess:
     @property
     def command_line(self) -> str:
         """The exact command (shell-quoted), secrets replaced by '***'."""
-        return _redact_text(shlex.join(redact_argv(self.spec.argv(self._port))), self._secrets)
+        return redact_text(shlex.join(redact_argv(self.spec.argv(self._port))), self._secrets)
 
     def is_running(self) -> bool:
         return self._proc is not None and not self._stopped and self._proc.poll() is None
@@ -412,15 +351,15 @@ class ServerProcess:
         """The server's log file so far (all attempts), secrets redacted."""
         if not self.spec.log_path.exists():
             return ""
-        return _redact_text(self.spec.log_path.read_text(encoding="utf-8", errors="replace"), self._secrets)
+        return redact_text(self.spec.log_path.read_text(encoding="utf-8", errors="replace"), self._secrets)
 
     def failure(self, reason: str) -> BootError:
         """A BootError for this server with `reason` (e.g. "interrupted"), the command, exit code and log tail."""
         tail = self._feed.tail() if self._feed is not None else ()
         return BootError(
-            name=self.spec.name, command=self.command_line, reason=_redact_text(reason, self._secrets),
+            name=self.spec.name, command=self.command_line, reason=redact_text(reason, self._secrets),
             log_path=self.spec.log_path, exit_code=None if self._proc is None else self._proc.poll(),
-            log_tail=tuple(_redact_text(line, self._secrets) for line in tail), phase=self._phase,
+            log_tail=tuple(redact_text(line, self._secrets) for line in tail), phase=self._phase,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------------

@@ -164,8 +164,11 @@ _PREFILL_SKIPPED = re.compile(r"^Disable (?:target )?prefill CUDA graph because 
 _BOOT_START = re.compile(r"^server_args=")
 _WEIGHTS_BEGIN = re.compile(r"^Load weight begin\.")
 _BOOT_DONE = re.compile(r"^(?:max_total_num_tokens=\d+, |Engine startup timings |The server is fired up)")
-_DECODE_GRAPHS = ("target decode", "target verify")
-"""Graphs whose batch sizes are the decode batch sizes (`target verify` with speculative decoding)."""
+TARGET_GRAPHS = {"prefill": ("target prefill", "prefill"), "decode": ("target decode", "target verify", "decode")}
+"""The names (GraphCapture.graph) of the target model's graph of each phase, in order of preference: with
+speculative decoding `target verify` is the decode graph; `decode` is the old `Capture cuda graph` line's."""
+_PLAN_ECHO = "cuda_graph_config resolved"
+"""Starts the `Disable prefill CUDA graph because ...` reason that only repeats the resolved plan."""
 
 
 def _key_values(text: str) -> dict[str, str]:
@@ -243,6 +246,15 @@ class StartupFacts:
     """Sum of `Engine startup timings` cuda_graph={...}, else of the captures' seconds."""
     prefill_graph_skipped: tuple[str, ...] = ()
     """Reasons of `Disable prefill CUDA graph because <reason>` lines (capture-time fallback to eager)."""
+
+    def target_captures(self, phase: str) -> list[GraphCapture]:
+        """The captures of the target model's `prefill` or `decode` graph (draft graphs aside)."""
+        return [capture for capture in self.captures if capture.graph in TARGET_GRAPHS[phase]]
+
+    @property
+    def capture_fallbacks(self) -> tuple[str, ...]:
+        """Why a prefill graph the plan kept fell back to eager at capture time (not the plan's own echo)."""
+        return tuple(reason for reason in self.prefill_graph_skipped if not reason.startswith(_PLAN_ECHO))
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able: mappings as dicts, tuples as lists, captures as dicts."""
@@ -330,7 +342,7 @@ def _captures(lines: list[str]) -> tuple[GraphCapture, ...]:
 
 
 def _decode_bs(captures: tuple[GraphCapture, ...]) -> tuple[int, ...] | None:
-    for graph in _DECODE_GRAPHS:
+    for graph in TARGET_GRAPHS["decode"]:
         for capture in captures:
             if capture.graph == graph:
                 return capture.batch_sizes
@@ -361,12 +373,7 @@ def _load_weight(text: str) -> float | None:
     return None if match is None else float(match["seconds"])
 
 
-def strip_lines(text: str) -> str:
-    """`strip_prefix` applied to every line of a log text."""
-    return "\n".join(strip_prefix(line) for line in text.splitlines())
-
-
-def _last_boot(text: str) -> list[str]:
+def boot_messages(text: str) -> list[str]:
     """The first-rank messages of the last boot in a log. A boot starts at a `server_args=` line, or at a
     `Load weight begin` once the current boot has finished loading (its capacity, timings or ready line): a
     draft model's `Load weight begin`, which comes before those, stays in its boot."""
@@ -386,7 +393,7 @@ def _last_boot(text: str) -> list[str]:
 def startup_facts(text: str) -> StartupFacts:
     """SGLang's startup timings, KV cache, graph captures and capacity from a server log: the last boot in it,
     first-rank lines only (a TP8 boot counts each fact once)."""
-    lines = _last_boot(text)
+    lines = boot_messages(text)
     messages = "\n".join(lines)
     facts: dict[str, Any] = {**_timing_facts(messages), **_capacity_facts(messages), **_kv_facts(messages)}
     if facts.get("load_weight") is None:

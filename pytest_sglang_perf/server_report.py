@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
-from pytest_sglang_perf.effective import EffectiveConfig
+from pytest_sglang_perf.effective import EffectiveConfig, Status
 from pytest_sglang_perf.logscan import GraphUse, StartupFacts
 
 WARNING = "WARNING"
@@ -15,7 +15,7 @@ def verdict_line(config: EffectiveConfig) -> str:
         return f"effective configuration DIFFERS from the request ({len(config.problems)} finding(s))"
     if config.duplicate:
         return "effective configuration: as requested, but the same as another variant's"
-    verified = sum(1 for outcome in config.flags if outcome.status.value == "ok")
+    verified = sum(1 for outcome in config.flags if outcome.status is Status.OK)
     return f"effective configuration: ok ({verified} requested flag(s) verified against /server_info)"
 
 
@@ -86,8 +86,3 @@ def strict_failure(variant: str, config: EffectiveConfig) -> str:
 def warning_text(variant: str, config: EffectiveConfig) -> str:
     """The warning every test of a variant with findings carries."""
     return f"variant {variant!r}: " + "; ".join(config.warnings)
-
-
-def ran_text(configs: Sequence[EffectiveConfig]) -> str:
-    """`prefill CUDA graph: breakable (...); decode CUDA graph: ...` for a failure message."""
-    return "; ".join(f"{what}: {how}" for config in configs for what, how in config.ran)

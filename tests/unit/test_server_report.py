@@ -14,7 +14,6 @@ from pytest_sglang_perf.preflight import flag_table_parser, load_rules, requeste
 from pytest_sglang_perf.server_report import (
     config_lines,
     graph_use_text,
-    ran_text,
     server_summary_lines,
     startup_text,
     strict_failure,
@@ -209,13 +208,6 @@ def test_warning_text_joins_problems_and_the_duplicate() -> None:
         f"SGLang switched off the prefill CUDA graph (on by default) because: {MULTIMODAL}; {DUPLICATE}")
     assert warning_text("base", dataclasses.replace(ok_config(), duplicate=DUPLICATE)) == (
         f"variant 'base': {DUPLICATE}")
-
-
-def test_ran_text_for_a_failure_message() -> None:
-    assert ran_text([ok_config()]) == (
-        "prefill CUDA graph: breakable (captured in 20.51 s); "
-        "decode CUDA graph: full (captured in 10.00 s, bs 1..8 (4 sizes)); "
-        "max running requests: 48 per DP rank; overlap scheduler: on")
 
 
 def test_runtime_graph_use_line_counts_batches_with_a_graph() -> None:
