@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_sglang_perf.effective import EffectiveConfig, evaluate, redact_info, same_as, unavailable
-from pytest_sglang_perf.logscan import StartupFacts, boot_messages, startup_facts
+from pytest_sglang_perf.logscan import StartupFacts, first_rank_messages, startup_facts
 from pytest_sglang_perf.plan import ServerPlan
 from pytest_sglang_perf.pool import RunningServer
 from pytest_sglang_perf.preflight import ArgParser, load_rules, requested_flags
@@ -27,7 +27,7 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
     rules = load_rules(str(info.get("version") or parser.version))
     info = redact_info(info, rules, secret_values(plan.args, plan.api_key))
     try:
-        config = evaluate(name, requested_flags(plan.args, parser), info, facts, boot_messages(text), rules)
+        config = evaluate(name, requested_flags(plan.args, parser), info, facts, first_rank_messages(text), rules)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # an unexpected /server_info shape
         why = f"/server_info has a shape this plugin does not know ({type(exc).__name__}: {exc})"
         return unavailable(name, why, facts), facts

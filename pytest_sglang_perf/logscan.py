@@ -373,16 +373,19 @@ def _load_weight(text: str) -> float | None:
     return None if match is None else float(match["seconds"])
 
 
-def boot_messages(text: str) -> list[str]:
+def first_rank_messages(text: str) -> list[str]:
+    """The messages (prefix stripped) of a log's first-rank lines: a TP8 server says each thing once, not 8 times."""
+    return [strip_prefix(line) for line in text.splitlines() if is_first_rank(line)]
+
+
+def _last_boot(text: str) -> list[str]:
     """The first-rank messages of the last boot in a log. A boot starts at a `server_args=` line, or at a
     `Load weight begin` once the current boot has finished loading (its capacity, timings or ready line): a
-    draft model's `Load weight begin`, which comes before those, stays in its boot."""
+    draft model's `Load weight begin`, which comes before those, stays in its boot. (The resolution messages
+    SGLang prints before `server_args=` belong to the boot before it: read them with first_rank_messages.)"""
     boot: list[str] = []
     finished = False
-    for line in text.splitlines():
-        if not is_first_rank(line):
-            continue
-        message = strip_prefix(line)
+    for message in first_rank_messages(text):
         if _BOOT_START.match(message) or (finished and _WEIGHTS_BEGIN.match(message)):
             boot, finished = [], False
         boot.append(message)
@@ -393,7 +396,7 @@ def boot_messages(text: str) -> list[str]:
 def startup_facts(text: str) -> StartupFacts:
     """SGLang's startup timings, KV cache, graph captures and capacity from a server log: the last boot in it,
     first-rank lines only (a TP8 boot counts each fact once)."""
-    lines = boot_messages(text)
+    lines = _last_boot(text)
     messages = "\n".join(lines)
     facts: dict[str, Any] = {**_timing_facts(messages), **_capacity_facts(messages), **_kv_facts(messages)}
     if facts.get("load_weight") is None:
@@ -425,8 +428,8 @@ def graph_use(text: str) -> GraphUse:
     rank only. A `Prefill batch` line says whether the prefill graph ran; a `Decode batch` line, logged once per
     `--decode-log-interval` steps, whether the decode graph ran for the step that closed its window."""
     counts = {key: 0 for key in ("prefill_true", "prefill_false", "decode_true", "decode_false")}
-    for line in text.splitlines():
-        match = _BATCH_GRAPH.match(strip_prefix(line)) if is_first_rank(line) else None
+    for message in first_rank_messages(text):
+        match = _BATCH_GRAPH.match(message)
         if match is not None:
             counts[f"{match['kind'].lower()}_{match['used'].lower()}"] += 1
     return GraphUse(**counts)

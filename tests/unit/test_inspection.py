@@ -12,7 +12,7 @@ from typing import Any, ClassVar
 import pytest
 
 from pytest_sglang_perf.inspection import inspect_server
-from pytest_sglang_perf.logscan import boot_messages
+from pytest_sglang_perf.logscan import first_rank_messages
 from pytest_sglang_perf.plan import ServerPlan
 from pytest_sglang_perf.pool import RunningServer
 from pytest_sglang_perf.preflight import flag_table_parser
@@ -107,7 +107,7 @@ def test_an_unknown_shape_is_reported_not_raised(http_server: tuple[str, type[_H
     assert config.unavailable is not None and "shape this plugin does not know" in config.unavailable
 
 
-def test_boot_messages_keep_the_first_rank_only() -> None:
-    messages = boot_messages(LOG)
+def test_log_messages_keep_the_first_rank_only() -> None:
+    messages = first_rank_messages(LOG)
     assert sum("layers" in m for m in messages) == 1
     assert messages[1].startswith("Breakable CUDA graph is incompatible")
