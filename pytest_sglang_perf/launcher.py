@@ -503,9 +503,16 @@ class ServerProcess:
         self._track_tree()
         processes = [p for p in (self._root, *self._tree.values()) if p is not None]
         if _listens_on(processes, self._port) is False:
+            if self._dying(timeout):
+                return False  # not a conflict: the server is exiting (e.g. a failed warmup); the loop reports it
             raise _PortInUse(self._port)
         self._port_owned = True
         return True
+
+    def _dying(self, timeout: float) -> bool:
+        """Whether our server exited, or closed its port, while the port's owner was being checked."""
+        assert self._proc is not None
+        return self._proc.poll() is not None or not _port_open(self.spec.host, self._port, timeout)
 
     def _probe_ready(self, deadline: float) -> bool:
         timeout = max(min(_PROBE_TIMEOUT, deadline - time.monotonic()), 0.05)
