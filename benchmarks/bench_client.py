@@ -27,8 +27,8 @@ from time import perf_counter
 
 import orjson
 
-from pytest_sglang_perf.client import ChatRequest, StreamRecord, run_requests
-from pytest_sglang_perf.openai_client import make_openai_client, stream_with_openai
+from pytest_sglang_perf.measurement.client import ChatRequest, StreamRecord, run_requests
+from pytest_sglang_perf.measurement.openai_client import make_openai_client, stream_with_openai
 
 RATES = (1_000, 10_000, 20_000)
 DECODE_SECONDS = 0.5

@@ -14,8 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_sglang_perf.client import ChatRequest, run_requests
-from pytest_sglang_perf.launcher import LaunchSpec, ServerProcess
+from pytest_sglang_perf.measurement.client import ChatRequest, run_requests
+from pytest_sglang_perf.server.launcher import LaunchSpec, ServerProcess
 
 RATES = (1_000, 10_000, 50_000, 200_000)
 TOKENS = 2_000

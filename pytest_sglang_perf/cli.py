@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pytest_sglang_perf.environment import detect_gpus
+from pytest_sglang_perf.gate.environment import detect_gpus
 
 SIMULATE_FLAG = "--sglang-simulate"
 
@@ -48,7 +48,7 @@ def run(pytest_args: Sequence[str], *, real: bool) -> int:
 
 
 def show_baselines(directory: Path) -> int:
-    from pytest_sglang_perf.store import BaselineFileError, BaselineStore
+    from pytest_sglang_perf.gate.store import BaselineFileError, BaselineStore
 
     files = sorted(directory.glob("*.json"))
     if not files:
@@ -70,9 +70,9 @@ def show_baselines(directory: Path) -> int:
 
 
 def check(config: Path | None, *, simulate: bool, gpus: Sequence[str]) -> int:
-    from pytest_sglang_perf.plan import plan_server
-    from pytest_sglang_perf.preflight import Level, check_plans, choose_parser
-    from pytest_sglang_perf.settings import ConfigError, load_settings
+    from pytest_sglang_perf.config.settings import ConfigError, load_settings
+    from pytest_sglang_perf.server.plan import plan_server
+    from pytest_sglang_perf.server.preflight import Level, check_plans, choose_parser
 
     try:
         settings = load_settings(Path.cwd(), config)

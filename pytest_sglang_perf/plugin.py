@@ -15,11 +15,11 @@ from typing import TYPE_CHECKING
 
 import pytest
 
+from pytest_sglang_perf.config.settings import ConfigError, Settings, Variant, load_settings
 from pytest_sglang_perf.options import RunOptions, add_options, resolve_options
-from pytest_sglang_perf.settings import ConfigError, Settings, Variant, load_settings
 
 if TYPE_CHECKING:
-    from pytest_sglang_perf.fixtures import SGLangPerf
+    from pytest_sglang_perf.handle import SGLangPerf
     from pytest_sglang_perf.session import PerfSession
 
 VARIANT_FIXTURE = "sglang_variant"
@@ -182,7 +182,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 def _preflight(state: PluginState, variants: list[Variant]) -> None:
     """Unknown, ambiguous, repeated or incompatible flags: reported before any server starts."""
-    from pytest_sglang_perf.preflight import Level
+    from pytest_sglang_perf.server.preflight import Level
 
     try:
         findings = state.session.preflight(variants)
@@ -214,7 +214,7 @@ def _should_boot(state: PluginState, item: pytest.Item, name: str | None) -> boo
 
 def _boot_outside_capture(state: PluginState, name: str) -> None:
     """Boot here, before the test's setup, so that boot progress reaches the terminal live."""
-    from pytest_sglang_perf.launcher import BootError
+    from pytest_sglang_perf.server.launcher import BootError
 
     with contextlib.suppress(BootError):  # remembered by the pool; the fixture errors the variant's tests
         state.session.server(state.settings.variant(name))  # type: ignore[union-attr]
@@ -233,8 +233,8 @@ def sglang_variant(request: pytest.FixtureRequest) -> Variant:
 @pytest.fixture
 def sglang_perf(request: pytest.FixtureRequest, sglang_variant: Variant) -> SGLangPerf:
     """This variant's running server, with `measure()`, `check()` and an `openai` client."""
-    from pytest_sglang_perf.fixtures import SGLangPerf
-    from pytest_sglang_perf.launcher import BootError
+    from pytest_sglang_perf.handle import SGLangPerf
+    from pytest_sglang_perf.server.launcher import BootError
 
     state = request.config.stash[STATE]
     reason = state.skip_reason()
@@ -259,8 +259,8 @@ def _warn_about_config(state: PluginState, name: str) -> None:
     import warnings
 
     from pytest_sglang_perf import SGLangConfigWarning
-    from pytest_sglang_perf.server_report import warning_text
-    from pytest_sglang_perf.settings import variant_line
+    from pytest_sglang_perf.config.settings import variant_line
+    from pytest_sglang_perf.server.describe import warning_text
 
     config = state.session.configs.get(name)
     if config is None or not config.warnings or (state.options.strict_flags and config.problems):
@@ -282,7 +282,7 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     if state.options.strict_flags and name is not None and state.started:
         config = state.session.configs.get(name)
         if config is not None and config.problems:
-            from pytest_sglang_perf.server_report import strict_failure
+            from pytest_sglang_perf.server.describe import strict_failure
 
             pytest.fail(strict_failure(name, config), pytrace=False)
     return (yield)
@@ -295,7 +295,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     _server_summary(terminalreporter, state)
     if not state.session.cells:
         return
-    from pytest_sglang_perf.report import summary_lines
+    from pytest_sglang_perf.gate.terminal import summary_lines
 
     terminalreporter.section("sglang-perf")
     for line in summary_lines(state.session.cells):
@@ -303,7 +303,7 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 
 def _server_summary(terminalreporter: pytest.TerminalReporter, state: PluginState) -> None:
-    from pytest_sglang_perf.server_report import server_summary_lines
+    from pytest_sglang_perf.server.describe import server_summary_lines
 
     perf = state.session
     uses = {name: use for name in perf.configs if (use := perf.graph_use(name)) is not None}
@@ -320,7 +320,7 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         return
     state.session.pool.stop_all()
     if state.options.results_path is not None:
-        from pytest_sglang_perf.results import write_results
+        from pytest_sglang_perf.gate.results_file import write_results
 
         perf = state.session
         write_results(state.options.results_path, perf.cells, perf.results, perf.environment.facts,

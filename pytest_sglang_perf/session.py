@@ -11,21 +11,21 @@ from functools import cached_property
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.compare import check_all
-from pytest_sglang_perf.effective import EffectiveConfig
-from pytest_sglang_perf.environment import Environment, build_environment, detect_gpus
-from pytest_sglang_perf.hints import boot_hints
-from pytest_sglang_perf.launcher import BootError, last_attempt, redact_argv
-from pytest_sglang_perf.logscan import GraphUse, StartupFacts, graph_use
+from pytest_sglang_perf.config.settings import Settings, Variant
+from pytest_sglang_perf.gate.compare import check_all
+from pytest_sglang_perf.gate.environment import Environment, build_environment, detect_gpus
+from pytest_sglang_perf.gate.store import BaselineEntry, BaselineStore
+from pytest_sglang_perf.gate.terminal import Cell
+from pytest_sglang_perf.measurement.samples import Result
 from pytest_sglang_perf.options import RunOptions
-from pytest_sglang_perf.plan import ServerPlan, flag_value, plan_server
-from pytest_sglang_perf.pool import RunningServer, ServerPool
-from pytest_sglang_perf.preflight import ArgParser, Finding, check_plans, choose_parser
-from pytest_sglang_perf.report import Cell
-from pytest_sglang_perf.samples import Result
-from pytest_sglang_perf.server_report import config_lines, startup_text
-from pytest_sglang_perf.settings import Settings, Variant
-from pytest_sglang_perf.store import BaselineEntry, BaselineStore
+from pytest_sglang_perf.server.describe import config_lines, startup_text
+from pytest_sglang_perf.server.effective import EffectiveConfig
+from pytest_sglang_perf.server.hints import boot_hints
+from pytest_sglang_perf.server.launcher import BootError, last_attempt, redact_argv
+from pytest_sglang_perf.server.logscan import GraphUse, StartupFacts, graph_use
+from pytest_sglang_perf.server.plan import ServerPlan, flag_value, plan_server
+from pytest_sglang_perf.server.pool import RunningServer, ServerPool
+from pytest_sglang_perf.server.preflight import ArgParser, Finding, check_plans, choose_parser
 
 REFRESH_FLAG = "--sglang-update-baselines"
 
@@ -71,7 +71,7 @@ class PerfSession:
 
     def _inspect(self, variant: Variant, server: RunningServer) -> None:
         """Read what the new server really runs, compare it with what was asked and say so."""
-        from pytest_sglang_perf.inspection import inspect_server
+        from pytest_sglang_perf.server.inspection import inspect_server
 
         config, facts = inspect_server(variant.name, self.plan(variant), server, self._parser,
                                        list(self.configs.values()))
@@ -129,7 +129,7 @@ class PerfSession:
         """The GPUs the variants will run on: nvidia-smi's, or the simulator's `--sim-gpu` (else its default)."""
         if not self.options.simulate:
             return detect_gpus().names
-        from pytest_sglang_perf.simulator.hardware import find_gpu
+        from pytest_sglang_perf.sglang_facts.gpus import find_gpu
 
         asked = flag_value(self.settings.simulate.args, "--sim-gpu") or os.environ.get("SGLANG_SIM_GPU")
         return (asked or find_gpu().name,)

@@ -2,7 +2,7 @@
 
 Run it in an environment where `sglang.srt.server_args` imports (see README, "SGLang on CPU"):
 
-    python tools/extract_sglang_flags.py > pytest_sglang_perf/data/sglang-<version>-flags.json
+    python tools/extract_sglang_flags.py > pytest_sglang_perf/sglang_facts/data/sglang-<version>-flags.json
 
 The table is data (flag names, types, defaults, choices), read from SGLang's own parser; the simulator
 builds its CLI from it and `sglang-perf check` falls back to it when SGLang is not importable.

@@ -433,7 +433,7 @@ def scheduler_children_of(pid: int) -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         with contextlib.suppress(psutil.Error):
             cmdline = proc.info["cmdline"] or []
-            if "pytest_sglang_perf.simulator.child" in cmdline and str(pid) in cmdline and _alive(proc):
+            if "pytest_sglang_perf.simulator.process.child" in cmdline and str(pid) in cmdline and _alive(proc):
                 found.append(proc)
     return found
 

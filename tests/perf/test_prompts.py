@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sglang_perf.fixtures import SGLangPerf
+from pytest_sglang_perf.handle import SGLangPerf
 from pytest_sglang_perf.prompts import LONG_CONTEXT_SUMMARY, RED_BLACK_TREE, SHORT_FACTUAL
 
 pytestmark = pytest.mark.perf

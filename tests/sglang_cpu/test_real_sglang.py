@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pytest_sglang_perf.logscan import startup_facts
+from pytest_sglang_perf.server.logscan import startup_facts
 
 MAX_TOTAL_TOKENS = 32768
 """A small KV cache: SGLang on CPU otherwise sizes it to most of RAM (15 GB, 30 s to allocate)."""

@@ -8,16 +8,17 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.simulator.boot import BootPlan, SchedulerBoot
-from pytest_sglang_perf.simulator.engine import EngineSetup, SimEngine
-from pytest_sglang_perf.simulator.flags import build_parser, load_flag_table
-from pytest_sglang_perf.simulator.hardware import Gpu, find_gpu
-from pytest_sglang_perf.simulator.knobs import Knobs, knob_dests
-from pytest_sglang_perf.simulator.logs import SimLogger
-from pytest_sglang_perf.simulator.memory import MemoryPlan, plan_memory
-from pytest_sglang_perf.simulator.model import ModelConfig, model_config_from_dict
-from pytest_sglang_perf.simulator.resolve import Resolution, resolve_args
-from pytest_sglang_perf.simulator.roofline import StepCosts
+from pytest_sglang_perf.sglang_facts.flags import load_flag_table
+from pytest_sglang_perf.sglang_facts.gpus import Gpu, find_gpu
+from pytest_sglang_perf.simulator.args.command_line import build_parser
+from pytest_sglang_perf.simulator.args.memory import MemoryPlan, plan_memory
+from pytest_sglang_perf.simulator.args.model import ModelConfig, model_config_from_dict
+from pytest_sglang_perf.simulator.args.resolve import Resolution, resolve_args
+from pytest_sglang_perf.simulator.engine.engine import EngineSetup, SimEngine
+from pytest_sglang_perf.simulator.engine.roofline import StepCosts
+from pytest_sglang_perf.simulator.process.boot import BootPlan, SchedulerBoot
+from pytest_sglang_perf.simulator.process.knobs import Knobs, knob_dests
+from pytest_sglang_perf.simulator.process.logs import SimLogger
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_CONFIG = json.loads((REPO / "tests" / "perf" / "models" / "qwen3.6-27b" / "config.json").read_text())

@@ -16,7 +16,7 @@ import psutil
 import pytest
 from sglang_stub import Script, StubServer, token_text
 
-from pytest_sglang_perf.client import (
+from pytest_sglang_perf.measurement.client import (
     ChatRequest,
     RequestFailed,
     StreamAccumulator,

@@ -4,7 +4,7 @@ import math
 
 import pytest
 
-from pytest_sglang_perf.compare import (
+from pytest_sglang_perf.gate.compare import (
     NOISE_CAP,
     NOISE_K,
     Verdict,
@@ -13,8 +13,8 @@ from pytest_sglang_perf.compare import (
     check_metric,
     worst,
 )
-from pytest_sglang_perf.metrics import METRICS
-from pytest_sglang_perf.stats import Summary
+from pytest_sglang_perf.measurement.metrics import METRICS
+from pytest_sglang_perf.measurement.stats import Summary
 
 
 def summ(median: float, noise: float = 0.0, n: int = 5) -> Summary:

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from pytest_sglang_perf.effective import (
+from pytest_sglang_perf.server.effective import (
     EffectiveConfig,
     FlagOutcome,
     Requested,
@@ -26,8 +26,8 @@ from pytest_sglang_perf.effective import (
     topic_messages,
     unavailable,
 )
-from pytest_sglang_perf.logscan import StartupFacts, startup_facts, strip_prefix
-from pytest_sglang_perf.preflight import flag_table_parser, load_rules, requested_flags
+from pytest_sglang_perf.server.logscan import StartupFacts, startup_facts, strip_prefix
+from pytest_sglang_perf.server.preflight import flag_table_parser, load_rules, requested_flags
 
 RULES = load_rules("0.5.23")
 API_KEY = "sk-perf-9f8e7d6c"

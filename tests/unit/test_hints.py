@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sglang_perf.hints import boot_hints
-from pytest_sglang_perf.preflight import flag_table_parser
+from pytest_sglang_perf.server.hints import boot_hints
+from pytest_sglang_perf.server.preflight import flag_table_parser
 
 
 @pytest.mark.parametrize(("line", "expected"), [

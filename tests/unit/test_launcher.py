@@ -23,10 +23,17 @@ from pathlib import Path
 import psutil
 import pytest
 
-from pytest_sglang_perf import launcher
-from pytest_sglang_perf.launcher import BootError, LaunchSpec, ProgressEvent, ServerProcess, redact_argv, redact_file
-from pytest_sglang_perf.logscan import startup_facts
-from pytest_sglang_perf.ports import free_port
+from pytest_sglang_perf.server import launcher
+from pytest_sglang_perf.server.launcher import (
+    BootError,
+    LaunchSpec,
+    ProgressEvent,
+    ServerProcess,
+    redact_argv,
+    redact_file,
+)
+from pytest_sglang_perf.server.logscan import startup_facts
+from pytest_sglang_perf.server.ports import free_port
 
 FAKE_SERVER = r'''
 """Boots like `sglang serve` 0.5.23. Knobs: FAKE_MODE (ok|hang|no-ready|exit-after-args), FAKE_LOAD,

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pytest_sglang_perf.logscan import (
+from pytest_sglang_perf.server.logscan import (
     PHASES,
     GraphCapture,
     GraphUse,
@@ -19,7 +19,7 @@ from pytest_sglang_perf.logscan import (
     startup_facts,
     strip_prefix,
 )
-from pytest_sglang_perf.simulator.decode_stats import DecodeStats
+from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
 
 PREFIXES = ["[2026-11-29 10:00:00] ", "[2026-11-29 10:00:00.123] ", "[2026-11-29 10:00:00 TP1] ",
             "[2026-11-29 10:00:00.007 DP0 TP1] ", "[2026-11-29 10:00:00 DP1 PP0 ATTN_CP0 MOE_DP0 TP3 EP3] ", ""]

@@ -10,9 +10,9 @@ from collections.abc import Iterator
 import pytest
 from sglang_stub import Script, StubServer
 
-from pytest_sglang_perf.client import RequestFailed, StreamRecord
-from pytest_sglang_perf.measure import build_result, measure, prompt_hash
-from pytest_sglang_perf.samples import RequestParams, Sample
+from pytest_sglang_perf.measurement.client import RequestFailed, StreamRecord
+from pytest_sglang_perf.measurement.measure import build_result, measure, prompt_hash
+from pytest_sglang_perf.measurement.samples import RequestParams, Sample
 
 PARAMS = RequestParams(prompt="Write a red-black tree.", max_tokens=20, temperature=0.6, seed=3, repeats=3,
                        warmup=1)
@@ -84,7 +84,7 @@ def test_no_records_is_an_error() -> None:
 def test_importing_measure_does_not_import_aiohttp() -> None:
     import subprocess
 
-    code = "import sys, pytest_sglang_perf.measure; print('aiohttp' in sys.modules)"
+    code = "import sys, pytest_sglang_perf.measurement.measure; print('aiohttp' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30, check=True)
     assert out.stdout.strip() == "False"
 

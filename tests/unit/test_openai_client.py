@@ -10,8 +10,8 @@ import orjson
 import pytest
 from sglang_stub import Script, StubServer
 
-from pytest_sglang_perf.client import ChatRequest, RequestFailed, run_requests
-from pytest_sglang_perf.openai_client import cross_check, make_openai_client
+from pytest_sglang_perf.measurement.client import ChatRequest, RequestFailed, run_requests
+from pytest_sglang_perf.measurement.openai_client import cross_check, make_openai_client
 
 REQUEST = ChatRequest(model="stub-model", prompt="Write a red-black tree.", max_tokens=24, temperature=0.6, seed=7)
 

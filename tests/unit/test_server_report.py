@@ -8,10 +8,7 @@ from typing import Any
 
 import pytest
 
-from pytest_sglang_perf.effective import EffectiveConfig, evaluate, redact_info, unavailable
-from pytest_sglang_perf.logscan import GraphUse, StartupFacts, graph_use, startup_facts, strip_prefix
-from pytest_sglang_perf.preflight import flag_table_parser, load_rules, requested_flags
-from pytest_sglang_perf.server_report import (
+from pytest_sglang_perf.server.describe import (
     config_lines,
     graph_use_text,
     server_summary_lines,
@@ -20,6 +17,9 @@ from pytest_sglang_perf.server_report import (
     verdict_line,
     warning_text,
 )
+from pytest_sglang_perf.server.effective import EffectiveConfig, evaluate, redact_info, unavailable
+from pytest_sglang_perf.server.logscan import GraphUse, StartupFacts, graph_use, startup_facts, strip_prefix
+from pytest_sglang_perf.server.preflight import flag_table_parser, load_rules, requested_flags
 
 RULES = load_rules("0.5.23")
 MULTIMODAL = "Breakable CUDA graph is incompatible with multimodal model; disabling prefill CUDA graph."

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sglang_perf.plan import flag_value, plan_server
-from pytest_sglang_perf.settings import ConfigError, load_settings, parse_settings
-from pytest_sglang_perf.units import parse_duration, parse_percent
+from pytest_sglang_perf.config.settings import ConfigError, load_settings, parse_settings
+from pytest_sglang_perf.config.units import parse_duration, parse_percent
+from pytest_sglang_perf.server.plan import flag_value, plan_server
 
 
 def _parse(table: dict[str, object]) -> object:

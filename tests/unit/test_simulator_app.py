@@ -16,11 +16,11 @@ from aiohttp import ClientPayloadError
 from aiohttp.test_utils import TestClient, TestServer
 from sim_setup import engine as make_engine
 
-from pytest_sglang_perf.simulator.app import build_app
-from pytest_sglang_perf.simulator.engine import PromptSpec, ServerStatus, SimEngine
-from pytest_sglang_perf.simulator.flags import DEFAULT_TABLE
-from pytest_sglang_perf.simulator.knobs import Knobs
-from pytest_sglang_perf.simulator.logs import SimLogger
+from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE
+from pytest_sglang_perf.simulator.api.app import build_app
+from pytest_sglang_perf.simulator.engine.engine import PromptSpec, ServerStatus, SimEngine
+from pytest_sglang_perf.simulator.process.knobs import Knobs
+from pytest_sglang_perf.simulator.process.logs import SimLogger
 
 pytestmark = pytest.mark.skipif(not DEFAULT_TABLE.exists(), reason="the real SGLang flag table is not generated yet")
 

@@ -9,13 +9,13 @@ import re
 import pytest
 from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, engine, resolve
 
-from pytest_sglang_perf.simulator.boot import MSG_PREFILL_DISABLED, BootPlan, SchedulerBoot, engine_startup_line
-from pytest_sglang_perf.simulator.crash import MSG_SBO_SM90, SchedulerCrash
-from pytest_sglang_perf.simulator.faults import Faults, parse_faults
-from pytest_sglang_perf.simulator.flags import DEFAULT_TABLE, load_flag_table
-from pytest_sglang_perf.simulator.knobs import Knobs
-from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
-from pytest_sglang_perf.simulator.memory import plan_memory
+from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, load_flag_table
+from pytest_sglang_perf.simulator.args.memory import plan_memory
+from pytest_sglang_perf.simulator.process.boot import MSG_PREFILL_DISABLED, BootPlan, SchedulerBoot, engine_startup_line
+from pytest_sglang_perf.simulator.process.crash import MSG_SBO_SM90, SchedulerCrash
+from pytest_sglang_perf.simulator.process.faults import Faults, parse_faults
+from pytest_sglang_perf.simulator.process.knobs import Knobs
+from pytest_sglang_perf.simulator.process.logs import SimLogger, rank_prefixes
 
 pytestmark = pytest.mark.skipif(not DEFAULT_TABLE.exists(), reason="the real SGLang flag table is not generated yet")
 

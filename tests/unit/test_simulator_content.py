@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sglang_perf.simulator.content import (
+from pytest_sglang_perf.simulator.engine.content import (
     VOCABULARY,
     estimate_prompt_tokens,
     natural_length,

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from pytest_sglang_perf.simulator.decode_stats import DecodeStats
+from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
 
 DECODE_LINE = re.compile(
     r"Decode batch, #running-req: (?P<running>\d+), #token: (?P<tokens>\d+), token usage: \d+\.\d\d, "

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sglang_perf.simulator.faults import Faults, parse_faults
+from pytest_sglang_perf.simulator.process.faults import Faults, parse_faults
 
 
 def test_every_fault_parses() -> None:

@@ -8,13 +8,8 @@ from typing import Any
 
 import pytest
 
-from pytest_sglang_perf.simulator.flags import (
-    DEFAULT_TABLE,
-    FlagTable,
-    FlagTableError,
-    build_parser,
-    load_flag_table,
-)
+from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, FlagTable, FlagTableError, load_flag_table
+from pytest_sglang_perf.simulator.args.command_line import build_parser
 
 
 def _option(flags: list[str], dest: str, action: str = "store", **extra: Any) -> dict[str, Any]:

@@ -7,7 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pytest_sglang_perf.simulator.protocol import (
+from pytest_sglang_perf.simulator.api.protocol import (
     DONE,
     ChatRequest,
     ChunkEncoder,

@@ -8,19 +8,25 @@ from typing import Any
 
 import pytest
 
-from pytest_sglang_perf.simulator.flags import DEFAULT_TABLE, build_parser, load_flag_table
-from pytest_sglang_perf.simulator.hardware import H100_80GB
-from pytest_sglang_perf.simulator.knobs import knob_dests
-from pytest_sglang_perf.simulator.memory import effective_max_running_requests, plan_memory
-from pytest_sglang_perf.simulator.model import ModelConfig, ModelConfigError, load_model_config, model_config_from_dict
-from pytest_sglang_perf.simulator.resolve import MSG_LANGUAGE_ONLY, Resolution, resolve_args
-from pytest_sglang_perf.simulator.speculative import (
+from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, load_flag_table
+from pytest_sglang_perf.sglang_facts.gpus import H100_80GB
+from pytest_sglang_perf.simulator.args.command_line import build_parser
+from pytest_sglang_perf.simulator.args.memory import effective_max_running_requests, plan_memory
+from pytest_sglang_perf.simulator.args.model import (
+    ModelConfig,
+    ModelConfigError,
+    load_model_config,
+    model_config_from_dict,
+)
+from pytest_sglang_perf.simulator.args.resolve import MSG_LANGUAGE_ONLY, Resolution, resolve_args
+from pytest_sglang_perf.simulator.args.speculative import (
     MSG_DRAFT_TOKENS,
     MSG_MAX_RUNNING,
     ResolutionError,
     SpecConfig,
     draft_architecture,
 )
+from pytest_sglang_perf.simulator.process.knobs import knob_dests
 
 pytestmark = pytest.mark.skipif(not DEFAULT_TABLE.exists(), reason="the real SGLang flag table is not generated yet")
 

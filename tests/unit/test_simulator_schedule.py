@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, costs, engine
 
-from pytest_sglang_perf.simulator.engine import PromptSpec, SimEngine
-from pytest_sglang_perf.simulator.knobs import Knobs
-from pytest_sglang_perf.simulator.schedule import (
+from pytest_sglang_perf.simulator.args.speculative import SpecConfig
+from pytest_sglang_perf.simulator.engine.engine import PromptSpec, SimEngine
+from pytest_sglang_perf.simulator.engine.schedule import (
     Acceptance,
     Pacing,
     accept_length_warning,
@@ -21,7 +21,7 @@ from pytest_sglang_perf.simulator.schedule import (
     jitter_factor,
     plan_tokens,
 )
-from pytest_sglang_perf.simulator.speculative import SpecConfig
+from pytest_sglang_perf.simulator.process.knobs import Knobs
 
 SPEC = SpecConfig("EAGLE", num_steps=3, eagle_topk=1, num_draft_tokens=4)
 

@@ -11,9 +11,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pytest_sglang_perf.samples import Sample
-from pytest_sglang_perf.stats import Summary
-from pytest_sglang_perf.store import (
+from pytest_sglang_perf.gate.store import (
     SCHEMA_VERSION,
     BaselineEntry,
     BaselineFileError,
@@ -21,6 +19,8 @@ from pytest_sglang_perf.store import (
     environment_key_slug,
     lock_path,
 )
+from pytest_sglang_perf.measurement.samples import Sample
+from pytest_sglang_perf.measurement.stats import Summary
 
 KEY = "simulated-h100-x2__qwen-qwen3-8b"
 ENV = {"gpu": "H100", "sglang": "0.5.23", "simulated": True}

@@ -24,7 +24,7 @@ import psutil
 import pytest
 import tiny_model
 
-from pytest_sglang_perf.launcher import LaunchSpec, ProgressEvent, ServerProcess
+from pytest_sglang_perf.server.launcher import LaunchSpec, ProgressEvent, ServerProcess
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[2]

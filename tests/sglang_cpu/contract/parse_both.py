@@ -47,7 +47,8 @@ def sglang_parser() -> argparse.ArgumentParser:
 
 
 def simulator_parser() -> argparse.ArgumentParser:
-    from pytest_sglang_perf.simulator.flags import build_sglang_parser, load_flag_table
+    from pytest_sglang_perf.sglang_facts.flags import load_flag_table
+    from pytest_sglang_perf.simulator.args.command_line import build_sglang_parser
 
     return build_sglang_parser(load_flag_table())
 
@@ -64,8 +65,8 @@ def sglang_parse(argv: list[str]) -> Mapping[str, Any]:
 
 def simulator_parse(argv: list[str]) -> Mapping[str, Any]:
     """The parse step of `python -m pytest_sglang_perf.simulator` (its knobs left out)."""
-    from pytest_sglang_perf.simulator.cli import parse_command_line
-    from pytest_sglang_perf.simulator.flags import load_flag_table
+    from pytest_sglang_perf.sglang_facts.flags import load_flag_table
+    from pytest_sglang_perf.simulator.process.cli import parse_command_line
 
     raw, _knobs = parse_command_line(load_flag_table(), argv)
     return raw

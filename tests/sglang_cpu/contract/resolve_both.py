@@ -45,7 +45,7 @@ def sglang_resolve(argv: list[str]) -> Outcome:
 
 
 def simulator_resolve(argv: list[str]) -> Outcome:
-    from pytest_sglang_perf.simulator.cli import prepare
+    from pytest_sglang_perf.simulator.process.cli import prepare
 
     try:
         prepared = prepare(argv)

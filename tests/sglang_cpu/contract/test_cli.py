@@ -24,7 +24,7 @@ import pytest
 
 RunScript = Callable[..., Any]
 REPO = Path(__file__).resolve().parents[3]
-TABLE_FILE = REPO / "pytest_sglang_perf" / "data" / "sglang-0.5.23-flags.json"
+TABLE_FILE = REPO / "pytest_sglang_perf" / "sglang_facts" / "data" / "sglang-0.5.23-flags.json"
 TOOL = REPO / "tools" / "extract_sglang_flags.py"
 MODEL = "/models/Qwen3.6-27B"
 SEED_MATRIX = ("--tp-size", "2", "--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3",
@@ -234,8 +234,8 @@ def test_flag_table_is_current(answer: Mapping[str, Any]) -> None:
     stored = json.loads(TABLE_FILE.read_text(encoding="utf-8"))
     version = fresh["sglang_version"]
     regenerate = (f"regenerate it with `python tools/extract_sglang_flags.py > "
-                  f"pytest_sglang_perf/data/sglang-{version}-flags.json` in this environment (and point "
-                  f"pytest_sglang_perf/simulator/flags.py DEFAULT_TABLE at it)")
+                  f"pytest_sglang_perf/sglang_facts/data/sglang-{version}-flags.json` in this environment (and point "
+                  f"pytest_sglang_perf/sglang_facts/flags.py DEFAULT_TABLE at it)")
     assert stored["sglang_version"] == version, (
         f"{TABLE_FILE.name} is for SGLang {stored['sglang_version']}, the installed SGLang is {version}: {regenerate}")
     new, old = _by_flags(_normalised(fresh, unordered)), _by_flags(_normalised(stored, unordered))

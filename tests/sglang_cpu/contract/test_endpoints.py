@@ -23,8 +23,8 @@ from typing import Any
 import orjson
 import pytest
 
-from pytest_sglang_perf.launcher import ServerProcess
-from pytest_sglang_perf.logscan import startup_facts
+from pytest_sglang_perf.server.launcher import ServerProcess
+from pytest_sglang_perf.server.logscan import startup_facts
 
 FLAGS = ("--device", "cpu", "--load-format", "dummy", "--max-total-tokens", "32768", "--random-seed", "0")
 SIM_KNOBS = ("--sim-boot-seconds", "0.2")
@@ -263,7 +263,7 @@ def test_error_bodies(payload: Any, content_type: str, same_message: bool, pair:
 
 
 PLUGIN_READS = {
-    # pytest_sglang_perf/client.py::StreamAccumulator.feed_object and openai_client.py::_feed_chunk
+    # pytest_sglang_perf/measurement/client.py::StreamAccumulator.feed_object and openai_client.py::_feed_chunk
     "content": ("choices", 0, "delta", "content"),
     "finish": ("choices", 0, "finish_reason"),
     "usage": ("usage", "completion_tokens"),
@@ -297,7 +297,7 @@ def test_keys_the_plugin_reads(pair: Mapping[str, Served]) -> None:
 
 def test_plugin_client_reads_both_alike(pair: Mapping[str, Served]) -> None:
     """The plugin's own streaming client (client.run_requests) on both: the same kind of record."""
-    from pytest_sglang_perf.client import ChatRequest, run_requests
+    from pytest_sglang_perf.measurement.client import ChatRequest, run_requests
 
     request = ChatRequest(model="tiny", prompt=MESSAGES[0]["content"], max_tokens=16, temperature=0.0, seed=1)
     records = {name: run_requests(served.server.base_url, request, count=1, warmup=0)[0]

@@ -20,7 +20,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pytest_sglang_perf.launcher import ServerProcess
+from pytest_sglang_perf.server.launcher import ServerProcess
 
 KEY = "sk-contract"
 FLAGS = ("--device", "cpu", "--load-format", "dummy", "--max-total-tokens", "32768", "--random-seed", "0",

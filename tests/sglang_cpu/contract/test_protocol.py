@@ -21,7 +21,7 @@ from typing import Any
 import orjson
 import pytest
 
-from pytest_sglang_perf.launcher import ServerProcess
+from pytest_sglang_perf.server.launcher import ServerProcess
 
 SIM = ("-m", "pytest_sglang_perf.simulator", "--sim-boot-seconds", "0.2", "--sim-decode-tok-s", "2000",
        "--sim-ttft", "0.01", "--skip-server-warmup")

@@ -1,0 +1,342 @@
+"""The project's perf configuration: found, read and validated once into frozen Settings.
+
+Sources, first found wins: `--sglang-config PATH`, `sglang-perf.toml` in the rootdir, `[tool.sglang_perf]`
+in the rootdir's `pyproject.toml`. Every bad value raises ConfigError naming the file, key and a fix.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+import tomllib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any, TypeVar
+
+from pytest_sglang_perf.config.units import parse_duration, parse_percent
+from pytest_sglang_perf.measurement.metrics import METRICS
+
+T = TypeVar("T")
+
+DEFAULT_STARTUP_TIMEOUT = 1800.0
+_VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
+_PLUGIN_OWNED_FLAGS = {
+    "--host": "the plugin binds every server to 127.0.0.1",
+    "--port": "the plugin picks a free port for every server",
+    "--model-path": "set the model with the `model` key",
+    "--model": "set the model with the `model` key",
+}
+_TOP_KEYS = {
+    "model", "args", "variants", "tolerance", "startup_timeout", "server_command", "request",
+    "baseline_dir", "env", "simulate", "log_dir",
+}
+
+
+_NO_ARGS: tuple[str, ...] = ()
+_NO_ENV: Mapping[str, str] = MappingProxyType({})
+
+
+class ConfigError(Exception):
+    """A configuration problem, with where it is and how to fix it."""
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+
+@dataclass(frozen=True)
+class RequestDefaults:
+    max_tokens: int = 512
+    temperature: float = 0.6
+    repeats: int = 3
+    warmup: int = 1
+    seed: int = 0
+    timeout: float = 600.0
+
+
+@dataclass(frozen=True)
+class SimulateSettings:
+    model_path: Path | None = None
+    args: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Settings:
+    source: str
+    """Where the configuration came from, e.g. 'pyproject.toml [tool.sglang_perf]'."""
+    root: Path
+    model: str
+    args: tuple[str, ...] = ()
+    variants: tuple[Variant, ...] = (Variant("default"),)
+    tolerances: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
+    startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    server_command: tuple[str, ...] | None = None
+    request: RequestDefaults = RequestDefaults()
+    baseline_dir: Path = Path("baselines")
+    log_dir: Path | None = None
+    env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    simulate: SimulateSettings = SimulateSettings()
+    path: Path | None = None
+    """The configuration file (None for settings built in code)."""
+
+    def tolerance(self, metric: str) -> float:
+        return self.tolerances.get(metric, METRICS[metric].default_tolerance)
+
+    def variant(self, name: str) -> Variant:
+        for variant in self.variants:
+            if variant.name == name:
+                return variant
+        raise KeyError(name)
+
+
+def find_config(rootdir: Path, explicit: Path | None) -> tuple[Path, Mapping[str, Any], str] | None:
+    """(path, table, source label) of the configuration to use, or None when the project has none."""
+    if explicit is not None:
+        return _read_explicit(explicit)
+    candidate = rootdir / "sglang-perf.toml"
+    if candidate.is_file():
+        return candidate, _read_toml(candidate), "sglang-perf.toml"
+    pyproject = rootdir / "pyproject.toml"
+    if pyproject.is_file():
+        table = _read_toml(pyproject).get("tool", {}).get("sglang_perf")
+        if table is not None:
+            return pyproject, _expect_table(table, "pyproject.toml", "[tool.sglang_perf]"), _PYPROJECT
+    return None
+
+
+_PYPROJECT = "pyproject.toml [tool.sglang_perf]"
+
+
+def _read_explicit(path: Path) -> tuple[Path, Mapping[str, Any], str]:
+    if not path.is_file():
+        raise ConfigError(f"--sglang-config {path}: no such file; pass the path of a sglang-perf.toml "
+                          "or of a pyproject.toml with a [tool.sglang_perf] table")
+    data = _read_toml(path)
+    nested = data.get("tool", {}).get("sglang_perf") if isinstance(data.get("tool"), dict) else None
+    if nested is not None:
+        return path, _expect_table(nested, str(path), "[tool.sglang_perf]"), f"{path} [tool.sglang_perf]"
+    if path.name == "pyproject.toml":
+        raise ConfigError(f"{path} has no [tool.sglang_perf] table; add one (see the README's config reference)")
+    return path, data, str(path)
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as fh:
+            return tomllib.load(fh)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax at that position") from None
+
+
+def _expect_table(value: object, source: str, key: str) -> Mapping[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(f"{source}: {key} must be a table, got {type(value).__name__}")
+    return value
+
+
+def load_settings(rootdir: Path, explicit: Path | None = None) -> Settings | None:
+    found = find_config(rootdir, explicit)
+    if found is None:
+        return None
+    path, table, source = found
+    return dataclasses.replace(parse_settings(table, source=source, root=path.parent), path=path)
+
+
+def variant_line(path: Path, name: str) -> int | None:
+    """The 1-based line that defines variant `name` in a configuration file (after a `variants` header)."""
+    definition = re.compile(rf"""^\s*["']?{re.escape(name)}["']?\s*=""")
+    in_variants = False
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except OSError:
+        return None
+    table = re.compile(rf"""variants\.["']?{re.escape(name)}["']?\s*\]""")
+    for number, line in enumerate(lines, start=1):
+        if line.lstrip().startswith("["):
+            if table.search(line):
+                return number
+            in_variants = "variants" in line
+        elif in_variants and definition.match(line):
+            return number
+    return None
+
+
+def parse_settings(table: Mapping[str, Any], *, source: str, root: Path) -> Settings:
+    reader = _Reader(source)
+    reader.check_keys(table, _TOP_KEYS, "")
+    model = reader.get(table, "model", _string, required=True)
+    return Settings(
+        source=source,
+        root=root,
+        model=model,
+        args=reader.get(table, "args", _args, default=()),
+        variants=_variants(reader, table.get("variants")),
+        tolerances=_tolerances(reader, table.get("tolerance")),
+        startup_timeout=reader.get(table, "startup_timeout", parse_duration, default=DEFAULT_STARTUP_TIMEOUT),
+        server_command=reader.get(table, "server_command", _command, default=None),
+        request=_request(reader, table.get("request")),
+        baseline_dir=root / reader.get(table, "baseline_dir", _string, default="baselines"),
+        log_dir=_optional_dir(root, reader.get(table, "log_dir", _string, default=None)),
+        env=reader.get(table, "env", _env, default=MappingProxyType({})),
+        simulate=_simulate(reader, table.get("simulate"), root),
+    )
+
+
+class _Reader:
+    """Reads typed values from a TOML table, turning every failure into a ConfigError with its location."""
+
+    def __init__(self, source: str) -> None:
+        self.source = source
+
+    def fail(self, key: str, problem: str) -> ConfigError:
+        return ConfigError(f"{self.source}: {key}: {problem}")
+
+    def check_keys(self, table: Mapping[str, Any], known: set[str], prefix: str) -> None:
+        for key in table:
+            if key not in known:
+                names = ", ".join(sorted(known))
+                raise self.fail(prefix + key, f"unknown key; known keys here: {names}")
+
+    def get(self, table: Mapping[str, Any], key: str, parse: Callable[[Any], T], *,
+            default: T | None = None, required: bool = False, prefix: str = "") -> T:
+        if key not in table:
+            if required:
+                raise self.fail(prefix + key, "missing; it is required (e.g. model = \"Qwen/Qwen3.6-27B\")")
+            return default  # type: ignore[return-value]
+        try:
+            return parse(table[key])
+        except (ValueError, TypeError) as exc:
+            raise self.fail(prefix + key, str(exc)) from None
+
+
+def _string(value: object) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError(f"expected a non-empty string, got {value!r}")
+    return value
+
+
+def _string_list(value: object, what: str) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ValueError(f"expected a list of strings ({what}), got {value!r}")
+    return tuple(value)
+
+
+def _args(value: object) -> tuple[str, ...]:
+    args = _string_list(value, 'e.g. ["--tp-size", "2"]')
+    for arg in args:
+        flag = arg.split("=", 1)[0]
+        if flag in _PLUGIN_OWNED_FLAGS:
+            raise ValueError(f"remove {flag}: {_PLUGIN_OWNED_FLAGS[flag]}")
+    return args
+
+
+def _command(value: object) -> tuple[str, ...]:
+    command = _string_list(value, 'e.g. ["python", "-m", "sglang.launch_server"]')
+    if not command:
+        raise ValueError("must name a program, e.g. [\"python\", \"-m\", \"sglang.launch_server\"]")
+    return command
+
+
+def _env(value: object) -> Mapping[str, str]:
+    if not isinstance(value, dict) or not all(isinstance(v, str) for v in value.values()):
+        raise ValueError(f"expected a table of strings, e.g. {{ NCCL_NVLS_ENABLE = \"1\" }}, got {value!r}")
+    return MappingProxyType(dict(value))
+
+
+def _optional_dir(root: Path, value: str | None) -> Path | None:
+    return None if value is None else root / value
+
+
+def _variants(reader: _Reader, value: object) -> tuple[Variant, ...]:
+    if value is None:
+        return (Variant("default"),)
+    if not isinstance(value, dict) or not value:
+        raise reader.fail("variants", "expected a table of named variants, e.g. default = [] and "
+                          "prefill_graph = [\"--cuda-graph-backend-prefill\", \"breakable\"]")
+    return tuple(_variant(reader, name, spec) for name, spec in value.items())
+
+
+def _variant(reader: _Reader, name: str, spec: object) -> Variant:
+    key = f"variants.{name}"
+    if not _VARIANT_NAME.match(name):
+        raise reader.fail(key, "variant names may use letters, digits, '_' and '.' only (they end test ids "
+                          "and baseline keys); rename it, e.g. prefill_graph")
+    if isinstance(spec, list):
+        return Variant(name, reader.get({name: spec}, name, _args, prefix="variants."))
+    if isinstance(spec, dict):
+        reader.check_keys(spec, {"args", "env"}, key + ".")
+        args = reader.get(spec, "args", _args, default=_NO_ARGS, prefix=key + ".")
+        env = reader.get(spec, "env", _env, default=_NO_ENV, prefix=key + ".")
+        return Variant(name, args, env)
+    raise reader.fail(key, "expected a list of flags or a table with args and env, e.g. "
+                      f"{name} = [\"--enable-single-batch-overlap\"]")
+
+
+def _tolerances(reader: _Reader, value: object) -> Mapping[str, float]:
+    if value is None:
+        return MappingProxyType({})
+    table = _expect_table(value, reader.source, "tolerance")
+    reader.check_keys(table, set(METRICS), "tolerance.")
+    return MappingProxyType({name: reader.get(table, name, parse_percent, prefix="tolerance.") for name in table})
+
+
+def _positive_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"expected a whole number >= 1, got {value!r}")
+    return value
+
+
+def _non_negative_int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"expected a whole number >= 0, got {value!r}")
+    return value
+
+
+def _temperature(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
+        raise ValueError(f"expected a number from 0 to 2, got {value!r}")
+    return float(value)
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"expected a whole number, got {value!r}")
+    return value
+
+
+def _request(reader: _Reader, value: object) -> RequestDefaults:
+    if value is None:
+        return RequestDefaults()
+    table = _expect_table(value, reader.source, "request")
+    reader.check_keys(table, {"max_tokens", "temperature", "repeats", "warmup", "seed", "timeout"}, "request.")
+    base = RequestDefaults()
+    p = "request."
+    return RequestDefaults(
+        max_tokens=reader.get(table, "max_tokens", _positive_int, default=base.max_tokens, prefix=p),
+        temperature=reader.get(table, "temperature", _temperature, default=base.temperature, prefix=p),
+        repeats=reader.get(table, "repeats", _positive_int, default=base.repeats, prefix=p),
+        warmup=reader.get(table, "warmup", _non_negative_int, default=base.warmup, prefix=p),
+        seed=reader.get(table, "seed", _int, default=base.seed, prefix=p),
+        timeout=reader.get(table, "timeout", parse_duration, default=base.timeout, prefix=p),
+    )
+
+
+def _simulate(reader: _Reader, value: object, root: Path) -> SimulateSettings:
+    if value is None:
+        return SimulateSettings()
+    table = _expect_table(value, reader.source, "simulate")
+    reader.check_keys(table, {"model_path", "args"}, "simulate.")
+    model_path = reader.get(table, "model_path", _string, default=None, prefix="simulate.")
+    return SimulateSettings(
+        model_path=None if model_path is None else root / model_path,
+        args=reader.get(table, "args", _string_list_any, default=(), prefix="simulate."),
+    )
+
+
+def _string_list_any(value: object) -> tuple[str, ...]:
+    return _string_list(value, 'e.g. ["--sim-decode-tok-s", "55"]')

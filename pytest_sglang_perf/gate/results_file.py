@@ -1,0 +1,93 @@
+"""The `--sglang-results PATH` file: every cell's metrics, verdicts, raw samples and the environment.
+
+The file is written atomically (temporary file + rename) with the same stable JSON as the baselines.
+A cell's `verdict` is its most severe one: regressed > new > improved > updated > ok, except that a
+cell recorded with --sglang-update-baselines is `updated` (see report.Cell.verdict). Values that are
+not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from pytest_sglang_perf.gate.compare import MetricCheck
+from pytest_sglang_perf.gate.store import atomic_write, dump_json
+from pytest_sglang_perf.gate.terminal import Cell
+from pytest_sglang_perf.measurement.samples import Result
+
+SCHEMA_VERSION = 1
+
+
+def write_results(
+    path: Path,
+    cells: Sequence[Cell],
+    results: Mapping[tuple[str, str], Result],
+    environment: Mapping[str, Any],
+    servers: Mapping[str, Mapping[str, Any]] | None = None,
+) -> None:
+    """Write the session's results to `path` (its directory is created if needed).
+
+    `servers` holds, per variant, what its server really ran and what its boot cost (see session.server_records).
+    """
+    doc = {
+        "schema_version": SCHEMA_VERSION,
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "simulated": any(c.simulated for c in cells),
+        "environment": dict(environment),
+        "servers": {name: dict(record) for name, record in (servers or {}).items()},
+        "cells": [_cell(c, results.get((c.test_id, c.variant))) for c in cells],
+    }
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic_write(path, dump_json(_finite(doc)))
+
+
+def _cell(cell: Cell, result: Result | None) -> dict[str, Any]:
+    return {
+        "test_id": cell.test_id,
+        "variant": cell.variant,
+        "verdict": cell.verdict.value,
+        "simulated": cell.simulated,
+        "updated": cell.updated,
+        "metrics": {c.metric: _check(c) for c in cell.checks},
+        **_result(result),
+    }
+
+
+def _check(check: MetricCheck) -> dict[str, Any]:
+    return {
+        "baseline": check.baseline, "measured": check.measured, "change": check.change,
+        "allowed": check.allowed, "verdict": check.verdict.value, "unit": check.unit,
+    }
+
+
+def _result(result: Result | None) -> dict[str, Any]:
+    """The measurement behind a cell; empty fields when the cell has none (e.g. it failed to measure)."""
+    if result is None:
+        return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
+                "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None}
+    return {
+        "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
+        "samples": [s.to_dict() for s in result.samples],
+        "params": result.params.to_dict(),
+        "prompt_hash": result.prompt_hash,
+        "boot_seconds": result.boot_seconds,
+        "startup": None if result.startup is None else dict(result.startup),
+        "itl_p50": result.itl_p50,
+        "itl_p99": result.itl_p99,
+    }
+
+
+def _finite(value: Any) -> Any:
+    """The same JSON-like value with NaN and infinities replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, Mapping):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    return value

@@ -1,0 +1,99 @@
+"""Raw per-request samples and the result of one measurement (plain data, no I/O)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_sglang_perf.measurement.stats import Summary
+
+
+@dataclass(frozen=True)
+class Sample:
+    """What one streamed request took. Times in seconds from `time.perf_counter()` deltas."""
+
+    ttft: float
+    """Request sent -> first chunk carrying content."""
+    e2e: float
+    """Request sent -> last content token received."""
+    decode_time: float
+    """First content chunk -> last content chunk."""
+    completion_tokens: int
+    prompt_tokens: int
+    chunks: int
+    """Content chunks received (several tokens per chunk with speculative decoding)."""
+    spec_verify_ct: int | None = None
+    spec_accept_length: float | None = None
+    """`sglext.spec_tokens_details.spec_accept_length` as the server reported it."""
+
+    def metrics(self) -> dict[str, float]:
+        """The gated per-request metrics (see metrics.METRICS), accept_length only with spec stats."""
+        out = {
+            "output_throughput": self.completion_tokens / self.e2e,
+            "ttft": self.ttft,
+        }
+        if self.completion_tokens > 1 and self.decode_time > 0:
+            out["decode_throughput"] = (self.completion_tokens - 1) / self.decode_time
+            out["tpot"] = (self.e2e - self.ttft) / (self.completion_tokens - 1)
+        if self.spec_verify_ct:
+            out["accept_length"] = self.completion_tokens / self.spec_verify_ct
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "ttft": self.ttft, "e2e": self.e2e, "decode_time": self.decode_time,
+            "completion_tokens": self.completion_tokens, "prompt_tokens": self.prompt_tokens,
+            "chunks": self.chunks,
+        }
+        if self.spec_verify_ct is not None:
+            data["spec_verify_ct"] = self.spec_verify_ct
+            data["spec_accept_length"] = self.spec_accept_length
+        return data
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Sample:
+        return cls(
+            ttft=float(data["ttft"]), e2e=float(data["e2e"]), decode_time=float(data["decode_time"]),
+            completion_tokens=int(data["completion_tokens"]), prompt_tokens=int(data["prompt_tokens"]),
+            chunks=int(data["chunks"]),
+            spec_verify_ct=None if data.get("spec_verify_ct") is None else int(data["spec_verify_ct"]),
+            spec_accept_length=None if data.get("spec_accept_length") is None
+            else float(data["spec_accept_length"]),
+        )
+
+
+@dataclass(frozen=True)
+class RequestParams:
+    """The fixed request a measurement sends; its hash identifies the prompt in baselines."""
+
+    prompt: str
+    max_tokens: int
+    temperature: float
+    seed: int
+    repeats: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
+            "repeats": self.repeats, "warmup": self.warmup,
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    """One `sglang_perf.measure(...)` call: raw samples plus a Summary per metric."""
+
+    variant: str
+    params: RequestParams
+    prompt_hash: str
+    samples: tuple[Sample, ...]
+    summaries: Mapping[str, Summary]
+    boot_seconds: float
+    simulated: bool
+    itl_p50: float | None = None
+    itl_p99: float | None = None
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    startup: Mapping[str, Any] | None = None
+    """The server's startup facts as SGLang logged them (logscan.StartupFacts.to_dict())."""

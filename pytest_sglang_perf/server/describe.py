@@ -1,0 +1,88 @@
+"""Text about the servers themselves: what each variant's server really ran, and what its boot cost."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from pytest_sglang_perf.server.effective import EffectiveConfig, Status
+from pytest_sglang_perf.server.logscan import GraphUse, StartupFacts
+
+WARNING = "WARNING"
+
+
+def verdict_line(config: EffectiveConfig) -> str:
+    if config.problems:
+        return f"effective configuration DIFFERS from the request ({len(config.problems)} finding(s))"
+    if config.duplicate:
+        return "effective configuration: as requested, but the same as another variant's"
+    verified = sum(1 for outcome in config.flags if outcome.status is Status.OK)
+    return f"effective configuration: ok ({verified} requested flag(s) verified against /server_info)"
+
+
+def config_lines(config: EffectiveConfig) -> list[str]:
+    """The verdict, what ran, then each warning and note (for the live terminal and the summary)."""
+    lines = [verdict_line(config)]
+    lines += [f"  {what}: {how}" for what, how in config.ran]
+    lines += [f"  {WARNING}: {text}" for text in config.warnings]
+    lines += [f"  note: {text}" for text in config.notes]
+    return lines
+
+
+def startup_text(facts: StartupFacts, boot_seconds: float | None) -> str:
+    """One line of boot costs: `boot 183.2 s, load_weight 40.1 s, cuda graphs 35.0 s, KV cache ...`."""
+    parts = [] if boot_seconds is None else [f"boot {boot_seconds:.1f} s"]
+    if facts.load_weight is not None:
+        parts.append(f"load_weight {facts.load_weight:.2f} s")
+    if facts.graph_capture_seconds is not None:
+        parts.append(f"cuda graphs {facts.graph_capture_seconds:.2f} s")
+    if facts.kv_cache_tokens is not None:
+        size = f" ({facts.kv_cache_gb:.2f} GB)" if facts.kv_cache_gb is not None else ""
+        parts.append(f"KV cache {facts.kv_cache_tokens} tokens{size}")
+    for name in ("max_total_num_tokens", "max_running_requests", "context_len", "chunked_prefill_size"):
+        value = getattr(facts, name)
+        if value is not None:
+            parts.append(f"{name} {value}")
+    for name in ("available_gpu_mem", "available_cpu_mem"):
+        value = getattr(facts, name)
+        if value is not None:
+            parts.append(f"{name} {value:.2f} GB")
+    return ", ".join(parts) if parts else "SGLang logged no startup facts"
+
+
+def graph_use_text(use: GraphUse) -> str:
+    """`prefill batches 4/4, decode batches 7/7 with a graph` (SGLang's `cuda graph: True|False` per batch line)."""
+    prefill, decode = use.prefill_true + use.prefill_false, use.decode_true + use.decode_false
+    return (f"prefill batches {use.prefill_true}/{prefill}, decode batches {use.decode_true}/{decode} ran with a "
+            "graph (SGLang's batch log lines)")
+
+
+def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[str, StartupFacts],
+                         boot_seconds: Mapping[str, float], simulated: bool,
+                         uses: Mapping[str, GraphUse] | None = None) -> list[str]:
+    """The summary's servers section: per variant, the effective configuration, the startup costs and how
+    many batches really ran with a graph."""
+    tag = " (SIMULATED)" if simulated else ""
+    lines: list[str] = []
+    for name, config in configs.items():
+        first, *rest = config_lines(config)
+        lines.append(f"variant {name}{tag}: {first}")
+        lines += rest
+        if name in facts:
+            lines.append(f"  startup: {startup_text(facts[name], boot_seconds.get(name))}")
+        if uses and name in uses:
+            lines.append(f"  runtime: {graph_use_text(uses[name])}")
+    return lines
+
+
+def strict_failure(variant: str, config: EffectiveConfig) -> str:
+    """Why --sglang-strict-flags fails every test of a variant."""
+    return "\n".join([
+        f"sglang-perf: variant {variant!r}: the server did not run what was requested (--sglang-strict-flags):",
+        *(f"  {text}" for text in config.problems),
+        "Fix the variant's flags (or drop --sglang-strict-flags to only warn).",
+    ])
+
+
+def warning_text(variant: str, config: EffectiveConfig) -> str:
+    """The warning every test of a variant with findings carries."""
+    return f"variant {variant!r}: " + "; ".join(config.warnings)

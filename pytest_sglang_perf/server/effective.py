@@ -1,0 +1,388 @@
+"""What a server really ran: every requested flag against SGLang's resolved configuration, with SGLang's reasons.
+
+Inputs are plain data: the flags the variant asked for (parsed by SGLang's own parser, see preflight.py), the
+`/server_info` document (its resolved server args, the `cuda_graph_config` plan, the schedulers' `internal_states`)
+and the startup facts of the server log (logscan.py). Where a flag's effect shows up in `/server_info`, which log
+messages explain an override and which optimizations SGLang turns on by default are version-specific facts: they
+live in `data/sglang-<version>-rules.json` (`effective_fields`, `resolution_messages`, `default_optimizations`,
+`unconfirmable`, `secret_fields`), not here. No I/O, no pytest.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_sglang_perf.server.logscan import StartupFacts
+from pytest_sglang_perf.server.redaction import redact_text
+
+_MISSING = object()
+
+
+class Status(enum.Enum):
+    OK = "ok"
+    OVERRIDDEN = "overridden"
+    UNCONFIRMED = "unconfirmed"
+    """Taken as given, but nothing SGLang reports can confirm its effect."""
+    NOT_REPORTED = "not reported"
+    """`/server_info` has no field for it (e.g. `--config`)."""
+
+
+@dataclass(frozen=True)
+class Requested:
+    """One flag of the command line: as written, its argparse dest and the value SGLang's parser gave it."""
+
+    flag: str
+    dest: str
+    value: Any
+
+
+@dataclass(frozen=True)
+class FlagOutcome:
+    flag: str
+    dest: str
+    requested: Any
+    effective: Any
+    status: Status
+    because: str | None = None
+    """SGLang's own message explaining the difference (or, for an unconfirmed flag, why it cannot be checked)."""
+
+    def describe(self) -> str:
+        if self.status is Status.OVERRIDDEN:
+            reason = f"because: {self.because}" if self.because else "SGLang printed no reason"
+            return (f"requested {self.flag} {show(self.requested)}, server ran {show(self.effective)}, "
+                    f"{reason}")
+        if self.status is Status.UNCONFIRMED:
+            return f"{self.flag}: cannot be confirmed: {self.because}"
+        return f"{self.flag} {show(self.requested)}: {self.status.value}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"flag": self.flag, "dest": self.dest, "requested": _jsonable(self.requested),
+                "effective": _jsonable(self.effective), "status": self.status.value, "because": self.because}
+
+
+@dataclass(frozen=True)
+class SwitchedOff:
+    """An optimization SGLang runs by default that it turned off for this server without being asked."""
+
+    name: str
+    because: str | None
+
+    def describe(self) -> str:
+        reason = f"because: {self.because}" if self.because else "SGLang printed no reason"
+        return f"SGLang switched off {self.name} (on by default) {reason}"
+
+
+@dataclass(frozen=True)
+class EffectiveConfig:
+    """One variant's server: what was asked, what ran, and SGLang's reasons for any difference."""
+
+    variant: str
+    flags: tuple[FlagOutcome, ...]
+    switched_off: tuple[SwitchedOff, ...]
+    ran: tuple[tuple[str, str], ...]
+    """(what, how it ran) lines for the report: CUDA graphs, speculative decoding, request cap, ..."""
+    requested: Mapping[str, Any] = field(default_factory=dict, compare=False)
+    """Requested value by dest (for comparing variants)."""
+    info: Mapping[str, Any] = field(default_factory=dict, compare=False, repr=False)
+    """`/server_info` with secrets removed and capture-time fallbacks applied (for comparing variants)."""
+    unavailable: str | None = None
+    """Why the configuration could not be read (then nothing could be verified)."""
+    duplicate: str | None = None
+    """Set when another variant's server ran the same configuration (see same_as)."""
+
+    @property
+    def problems(self) -> tuple[str, ...]:
+        """What strict mode fails on: overridden flags, optimizations switched off, an unreadable configuration."""
+        overridden = [o.describe() for o in self.flags if o.status is Status.OVERRIDDEN]
+        unverified = [f"the effective configuration could not be read: {self.unavailable}"] if self.unavailable else []
+        return (*unverified, *overridden, *(s.describe() for s in self.switched_off))
+
+    @property
+    def warnings(self) -> tuple[str, ...]:
+        """Everything the report warns about: the problems, then a variant that measures nothing new."""
+        return (*self.problems, *([self.duplicate] if self.duplicate else []))
+
+    @property
+    def notes(self) -> tuple[str, ...]:
+        return tuple(o.describe() for o in self.flags if o.status is Status.UNCONFIRMED)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+    @property
+    def verdict(self) -> str:
+        """`ok`, `differs` (a problem), or `duplicate` (ok, but the same configuration as another variant)."""
+        if self.problems:
+            return "differs"
+        return "duplicate" if self.duplicate else "ok"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "verdict": self.verdict, "warnings": list(self.warnings), "notes": list(self.notes),
+            "flags": [o.to_dict() for o in self.flags], "ran": dict(self.ran), "unavailable": self.unavailable,
+        }
+
+
+def unavailable(variant: str, why: str, facts: StartupFacts) -> EffectiveConfig:
+    """The report of a server whose configuration could not be read (e.g. no `/server_info`)."""
+    return EffectiveConfig(variant=variant, flags=(), switched_off=(), ran=ran_lines({}, facts), unavailable=why)
+
+
+def show(value: Any) -> str:
+    """A value as a user would type or read it: `breakable`, `48`, `[1, 2, 4]`, `true`."""
+    if value is True or value is False or value is None:
+        return json.dumps(value)
+    if isinstance(value, str):
+        return value
+    return json.dumps(_jsonable(value), sort_keys=True)
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    return value
+
+
+# Reading /server_info -------------------------------------------------------------------------------
+
+
+def redact_info(info: Mapping[str, Any], rules: Mapping[str, Any], secrets: Sequence[str]) -> dict[str, Any]:
+    """`/server_info` without secrets: secret fields dropped (also in `internal_states`), secret values masked."""
+    hidden = set(rules.get("secret_fields", ()))
+
+    def clean(value: Any) -> Any:
+        if isinstance(value, Mapping):
+            return {k: clean(v) for k, v in value.items() if k not in hidden}
+        if isinstance(value, list):
+            return [clean(v) for v in value]
+        if isinstance(value, str):
+            return redact_text(value, secrets)
+        return value
+
+    cleaned: dict[str, Any] = clean(info)
+    return cleaned
+
+
+def lookup(info: Mapping[str, Any], path: Sequence[str | int]) -> Any:
+    """The value at a JSON path (an int indexes a list), or _MISSING."""
+    node: Any = info
+    for step in path:
+        in_list = isinstance(step, int) and isinstance(node, list) and -len(node) <= step < len(node)
+        in_map = isinstance(step, str) and isinstance(node, Mapping) and step in node
+        if not (in_list or in_map):
+            return _MISSING
+        node = node[step]
+    return node
+
+
+def effective_value(dest: str, info: Mapping[str, Any], rules: Mapping[str, Any]) -> Any:
+    """What the server ran for a flag's dest (see `effective_fields`), or _MISSING when it is not reported."""
+    spec = rules.get("effective_fields", {}).get(dest)
+    if spec is None:
+        return info.get(dest, _MISSING)
+    values = [lookup(info, path) for path in spec["paths"]]
+    if any(v is _MISSING for v in values):
+        return _MISSING
+    if all(_same(v, values[0]) for v in values):
+        return values[0]
+    return {".".join(str(s) for s in path[-2:]): v for path, v in zip(spec["paths"], values, strict=True)}
+
+
+def expected_value(dest: str, value: Any, info: Mapping[str, Any], rules: Mapping[str, Any]) -> Any:
+    """The value the server should report for a requested flag, in `/server_info`'s terms."""
+    spec = rules.get("effective_fields", {}).get(dest, {})
+    if "requested" in spec:
+        return spec["requested"]
+    if spec.get("upper") and isinstance(value, str):
+        value = value.upper()
+        value = spec.get("aliases", {}).get(value, value)
+    divisor = spec.get("divide_requested_by")
+    if divisor and isinstance(value, int):
+        value = max(1, value // max(1, int(info.get(divisor) or 1)))
+    return value
+
+
+def _same(a: Any, b: Any) -> bool:
+    if isinstance(a, bool) or isinstance(b, bool):
+        return a is b
+    if isinstance(a, int | float) and isinstance(b, int | float):
+        return math.isclose(a, b, rel_tol=1e-9, abs_tol=1e-12)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, Mapping) and isinstance(b, Mapping):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    return bool(a == b)
+
+
+# Messages and capture-time fallbacks ----------------------------------------------------------------
+
+
+def topic_messages(messages: Sequence[str], rules: Mapping[str, Any]) -> dict[str, list[str]]:
+    """SGLang's resolution messages by the topic (flag group) they explain, in log order."""
+    patterns = [(re.compile(rule["pattern"]), rule["topics"]) for rule in rules.get("resolution_messages", ())]
+    found: dict[str, list[str]] = {}
+    for message in messages:
+        for pattern, topics in patterns:
+            if pattern.search(message):
+                for topic in topics:
+                    if message not in found.setdefault(topic, []):
+                        found[topic].append(message)
+    return found
+
+
+def _topic(dest: str, rules: Mapping[str, Any]) -> str:
+    return str(rules.get("effective_fields", {}).get(dest, {}).get("topic", dest))
+
+
+def _apply_capture_skips(info: dict[str, Any], facts: StartupFacts, rules: Mapping[str, Any]) -> None:
+    """A graph the plan kept but the capture skipped (`Disable prefill CUDA graph because ...`) did not run."""
+    if not facts.capture_fallbacks:
+        return
+    for optimization in rules.get("default_optimizations", ()):
+        if optimization.get("skipped_at_capture"):
+            for path in optimization["paths"]:
+                _set_path(info, path, optimization["off"][0])
+
+
+def _set_path(info: dict[str, Any], path: Sequence[str | int], value: Any) -> None:
+    node: Any = info
+    for step in path[:-1]:
+        node = node[int(step)] if isinstance(node, list) else node.setdefault(step, {})
+    if isinstance(node, dict):
+        node[path[-1]] = value
+
+
+# The verdict --------------------------------------------------------------------------------------------
+
+
+def evaluate(variant: str, requested: Sequence[Requested], info: Mapping[str, Any], facts: StartupFacts,
+             messages: Sequence[str], rules: Mapping[str, Any]) -> EffectiveConfig:
+    """Compare each requested flag with what the server ran; find default optimizations switched off.
+
+    `info` must already be redacted (redact_info); `messages` are the log's lines without prefixes.
+    """
+    view = json.loads(json.dumps(info))  # a private copy to apply capture-time fallbacks to
+    _apply_capture_skips(view, facts, rules)
+    by_topic = topic_messages(messages, rules)
+    secret = set(rules.get("secret_fields", ()))
+    latest = {r.dest: r for r in requested if r.dest not in secret}
+    outcomes = tuple(_outcome(r, view, by_topic, rules) for r in latest.values())
+    return EffectiveConfig(
+        variant=variant, flags=outcomes, switched_off=_switched_off(latest, view, by_topic, rules),
+        ran=ran_lines(view, facts), requested={d: r.value for d, r in latest.items()}, info=view,
+    )
+
+
+def _outcome(requested: Requested, info: Mapping[str, Any], by_topic: Mapping[str, list[str]],
+             rules: Mapping[str, Any]) -> FlagOutcome:
+    dest, value = requested.dest, requested.value
+    unconfirmable = rules.get("unconfirmable", {}).get(dest)
+    effective = effective_value(dest, info, rules)
+    if effective is _MISSING:
+        return FlagOutcome(requested.flag, dest, value, None, Status.NOT_REPORTED)
+    if unconfirmable:
+        return FlagOutcome(requested.flag, dest, value, effective, Status.UNCONFIRMED, unconfirmable)
+    if _matches(dest, value, effective, info, rules):
+        return FlagOutcome(requested.flag, dest, value, effective, Status.OK)
+    because = " / ".join(by_topic.get(_topic(dest, rules), ())) or None
+    return FlagOutcome(requested.flag, dest, value, effective, Status.OVERRIDDEN, because)
+
+
+def _matches(dest: str, value: Any, effective: Any, info: Mapping[str, Any], rules: Mapping[str, Any]) -> bool:
+    spec = rules.get("effective_fields", {}).get(dest, {})
+    if spec.get("nested"):
+        nested = json.loads(value) if isinstance(value, str) else value
+        return all(_same(v, lookup(effective, [phase, key]))
+                   for phase, settings in (nested or {}).items() for key, v in settings.items())
+    return _same(expected_value(dest, value, info, rules), effective)
+
+
+def _switched_off(requested: Mapping[str, Requested], info: Mapping[str, Any],
+                  by_topic: Mapping[str, list[str]], rules: Mapping[str, Any]) -> tuple[SwitchedOff, ...]:
+    out = []
+    for optimization in rules.get("default_optimizations", ()):
+        if optimization.get("device") not in (None, info.get("device")):
+            continue
+        if any(dest in requested for dest in optimization["unless_requested"]):
+            continue
+        values = [lookup(info, path) for path in optimization["paths"]]
+        if any(v is not _MISSING and any(_same(v, off) for off in optimization["off"]) for v in values):
+            because = " / ".join(by_topic.get(optimization["topic"], ())) or None
+            out.append(SwitchedOff(optimization["name"], because))
+    return tuple(out)
+
+
+# What ran, in words ---------------------------------------------------------------------------------------
+
+
+def ran_lines(info: Mapping[str, Any], facts: StartupFacts) -> tuple[tuple[str, str], ...]:
+    """The configuration that matters for speed, as the server reported it."""
+    lines = [("prefill CUDA graph", _graph(info, facts, "prefill")),
+             ("decode CUDA graph", _graph(info, facts, "decode"))]
+    spec = info.get("speculative_algorithm")
+    if spec:
+        lines.append(("speculative decoding", f"{spec} steps={info.get('speculative_num_steps')} "
+                                              f"topk={info.get('speculative_eagle_topk')} "
+                                              f"draft_tokens={info.get('speculative_num_draft_tokens')}"))
+    cap = lookup(info, ["internal_states", 0, "effective_max_running_requests_per_dp"])
+    if cap is not _MISSING:
+        lines.append(("max running requests", f"{cap} per DP rank"))
+    if "disable_overlap_schedule" in info:
+        lines.append(("overlap scheduler", "off" if info["disable_overlap_schedule"] else "on"))
+    return tuple(lines)
+
+
+def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
+    backend = lookup(info, ["cuda_graph_config", phase, "backend"])
+    text = "not reported" if backend is _MISSING else str(backend)
+    captured = facts.target_captures(phase)
+    if captured:
+        seconds = sum(c.seconds or 0.0 for c in captured)
+        sizes = next((c.batch_sizes for c in captured if c.batch_sizes), None)
+        detail = f", bs {sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)" if sizes else ""
+        text += f" (captured in {seconds:.2f} s{detail})"
+    elif phase == "prefill" and facts.prefill_graph_skipped:
+        reasons = facts.capture_fallbacks
+        text += f" (not captured: {reasons[-1]})" if reasons else " (not captured)"
+    return text
+
+
+# Variants that measure the same thing -------------------------------------------------------------------
+
+
+def same_as(later: EffectiveConfig, earlier: EffectiveConfig, rules: Mapping[str, Any]) -> str | None:
+    """Why `later` measures nothing new compared with `earlier`, or None when its server ran differently.
+
+    The variants differ in some flags; when each of those flags ran the same way on both servers, the later
+    variant measured the same configuration again.
+    """
+    dests = {d for d in later.requested.keys() | earlier.requested.keys()
+             if d not in earlier.requested or d not in later.requested
+             or not _same(_jsonable(earlier.requested[d]), _jsonable(later.requested[d]))}
+    dests -= set(rules.get("secret_fields", ()))
+    if not dests or later.unavailable or earlier.unavailable:
+        return None
+    for dest in dests:
+        a, b = effective_value(dest, earlier.info, rules), effective_value(dest, later.info, rules)
+        if a is _MISSING or b is _MISSING or not _same(a, b):
+            return None
+    flags = ", ".join(sorted(_flag_name(dest, later, earlier) for dest in dests))
+    return (f"measures nothing new: its only difference from variant {earlier.variant!r} ({flags}) did not change "
+            "what the server ran")
+
+
+def _flag_name(dest: str, *configs: EffectiveConfig) -> str:
+    for config in configs:
+        for outcome in config.flags:
+            if outcome.dest == dest:
+                return outcome.flag
+    return "--" + dest.replace("_", "-")

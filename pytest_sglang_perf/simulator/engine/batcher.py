@@ -1,0 +1,222 @@
+"""Continuous batching: one scheduler loop runs the steps, and every running request shares each step's time.
+
+Like SGLang's scheduler (reference §7.2, §7.3): at each step boundary, requests that have arrived are admitted
+(up to `max_running_requests` running and `max_prefill_tokens` new tokens) and prefilled together in one step,
+which pauses decoding; otherwise one decode step (one speculative round) runs for the whole running batch and
+every request gets its next tokens. A step's duration comes from `Pacing` (the roofline model or the knobs) for the
+batch as it is, so aggregate throughput grows with concurrency while each stream slows a little.
+
+Steps are laid on a clock of absolute deadlines (the event loop's time): when the loop wakes late, the steps already
+due are completed at once, so a late wake-up costs no throughput and shifts no later step. The loop yields to the
+HTTP handlers at least every YIELD_EVERY seconds of catch-up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from statistics import fmean
+
+from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
+from pytest_sglang_perf.simulator.engine.schedule import Pacing
+
+YIELD_EVERY = 0.002
+
+
+@dataclass(eq=False)
+class Ticket:
+    """One request inside the batcher: its pre-drawn tokens per step and how far it got."""
+
+    step_tokens: tuple[int, ...]
+    prompt_tokens: int
+    jitter: float
+    arrival: float
+    done_steps: int = 0
+    generated: int = 0
+    """Tokens of the completed steps."""
+    step_times: list[float] = field(default_factory=list)
+    """Loop time at which each completed step ended."""
+    aborted: bool = False
+    _event: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def finished(self) -> bool:
+        return self.done_steps >= len(self.step_tokens)
+
+    @property
+    def context_tokens(self) -> int:
+        return self.prompt_tokens + self.generated
+
+    async def progressed(self) -> None:
+        """Wait until at least one more step completed (or the request finished)."""
+        await self._event.wait()
+        self._event.clear()
+
+    def abort(self) -> None:
+        """The client went away: the batcher drops it at the next step boundary."""
+        self.aborted = True
+
+    def _advance(self, now: float) -> None:
+        self.generated += self.step_tokens[self.done_steps]
+        self.done_steps += 1
+        self.step_times.append(now)
+        self._event.set()
+
+
+@dataclass(frozen=True)
+class _Step:
+    end: float
+    graph: bool
+    prefill: tuple[Ticket, ...] = ()
+    decode: tuple[Ticket, ...] = ()
+
+
+class Batcher:
+    def __init__(self, pacing: Pacing, stats: DecodeStats, max_running: int, max_prefill_tokens: int,
+                 emit: Callable[[str], None]) -> None:
+        self.pacing, self.stats = pacing, stats
+        self.max_running, self.max_prefill_tokens = max(1, max_running), max(1, max_prefill_tokens)
+        self.emit = emit
+        self.slow_factor = 1.0
+        """Multiplies every step from now on (the `slow-after` fault)."""
+        self.on_forward: Callable[[str, bool, int], None] | None = None
+        """Told of each forward pass: ("prefill" or "decode", whether a CUDA graph ran it, its new tokens)."""
+        self.clock = 0.0
+        self._waiting: deque[Ticket] = deque()
+        self._running: list[Ticket] = []
+        self._wake = asyncio.Event()
+        self._idle = asyncio.Event()
+        self._idle.set()
+        self._last_yield = 0.0
+
+    # -- what the HTTP side uses -------------------------------------------------------------------
+
+    def submit(self, step_tokens: tuple[int, ...], prompt_tokens: int, jitter: float = 1.0) -> Ticket:
+        ticket = Ticket(step_tokens, prompt_tokens, jitter, asyncio.get_running_loop().time())
+        if not step_tokens:
+            ticket._event.set()
+            return ticket
+        self._waiting.append(ticket)
+        self._idle.clear()
+        self._wake.set()
+        return ticket
+
+    @property
+    def running(self) -> int:
+        return len(self._running)
+
+    @property
+    def queued(self) -> int:
+        return len(self._waiting)
+
+    @property
+    def running_tokens(self) -> int:
+        return sum(ticket.context_tokens for ticket in self._running)
+
+    @property
+    def idle(self) -> bool:
+        return not self._running and not self._waiting
+
+    async def wait_idle(self, timeout: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._idle.wait(), timeout)
+        return self.idle
+
+    # -- the scheduler loop ------------------------------------------------------------------------
+
+    async def run(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.clock = self._last_yield = loop.time()
+        self.stats.start(self.clock)
+        while True:
+            self._drop_aborted()
+            if self.idle:
+                await self._sleep_until_work(loop)
+                continue
+            step = self._plan_step()
+            if step is None:
+                continue
+            await self._until(loop, step.end)
+            self._complete(step)
+
+    async def _sleep_until_work(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._idle.set()
+        self._wake.clear()
+        await self._wake.wait()
+        self.clock = max(self.clock, loop.time())
+
+    def _plan_step(self) -> _Step | None:
+        admitted = self._admit()
+        if admitted:
+            return self._prefill_step(admitted)
+        if self._running:
+            return self._decode_step()
+        self.clock = max(self.clock, min(t.arrival for t in self._waiting))  # nothing runs until it arrives
+        return None
+
+    def _admit(self) -> list[Ticket]:
+        """Arrived requests, first come first served, within the free slots and the prefill token budget."""
+        admitted: list[Ticket] = []
+        budget = self.max_prefill_tokens
+        while self._waiting and len(self._running) + len(admitted) < self.max_running:
+            ticket = self._waiting[0]
+            if ticket.arrival > self.clock or (admitted and ticket.prompt_tokens > budget):
+                break
+            admitted.append(self._waiting.popleft())
+            budget -= ticket.prompt_tokens
+        return admitted
+
+    def _prefill_step(self, admitted: list[Ticket]) -> _Step:
+        new_tokens = sum(t.prompt_tokens for t in admitted)
+        graph = self.pacing.costs.uses_prefill_graph(new_tokens)
+        self.emit(self.stats.prefill_line(len(admitted), new_tokens, len(self._running), self.running_tokens,
+                                          len(self._waiting), graph, self.clock))
+        seconds = self.pacing.prefill(new_tokens, fmean(t.jitter for t in admitted) * self.slow_factor)
+        return _Step(self.clock + seconds, graph, prefill=tuple(admitted))
+
+    def _decode_step(self) -> _Step:
+        batch = tuple(self._running)
+        factor = fmean(t.jitter for t in batch) * self.slow_factor
+        seconds = self.pacing.decode_step(len(batch), self.running_tokens, factor)
+        return _Step(self.clock + seconds, self.pacing.costs.uses_decode_graph(len(batch)), decode=batch)
+
+    async def _until(self, loop: asyncio.AbstractEventLoop, deadline: float) -> None:
+        now = loop.time()
+        if deadline > now:
+            await asyncio.sleep(deadline - now)
+            self._last_yield = loop.time()
+        elif now - self._last_yield >= YIELD_EVERY:  # behind schedule: let the handlers write what is due
+            await asyncio.sleep(0)
+            self._last_yield = loop.time()
+
+    def _complete(self, step: _Step) -> None:
+        self.clock = step.end
+        for ticket in step.prefill:
+            ticket._advance(step.end)
+            if not ticket.finished:
+                self._running.append(ticket)
+        if step.prefill and self.on_forward is not None:
+            self.on_forward("prefill", step.graph, sum(t.prompt_tokens for t in step.prefill))
+        if step.decode:
+            self._complete_decode(step)
+        self._running = [t for t in self._running if not t.finished and not t.aborted]
+
+    def _complete_decode(self, step: _Step) -> None:
+        tokens = [t.step_tokens[t.done_steps] for t in step.decode if not t.finished]
+        for ticket in step.decode:
+            if not ticket.finished:
+                ticket._advance(step.end)
+        if self.on_forward is not None:
+            self.on_forward("decode", step.graph, sum(tokens))
+        line = self.stats.decode_step(tokens, sum(t.context_tokens for t in step.decode), step.graph,
+                                      len(self._waiting), step.end)
+        if line is not None:
+            self.emit(line)
+
+    def _drop_aborted(self) -> None:
+        if any(t.aborted for t in self._waiting):
+            self._waiting = deque(t for t in self._waiting if not t.aborted)
+        self._running = [t for t in self._running if not t.aborted]

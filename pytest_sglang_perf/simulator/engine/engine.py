@@ -1,0 +1,315 @@
+"""The simulated engine behind the HTTP API: readiness, request planning, the batcher, info endpoints, metrics."""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import itertools
+import random
+import time
+import traceback
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.simulator.api.prometheus import SimMetrics
+from pytest_sglang_perf.simulator.api.protocol import Outcome, RequestError
+from pytest_sglang_perf.simulator.args.memory import MemoryPlan
+from pytest_sglang_perf.simulator.args.model import ModelConfig
+from pytest_sglang_perf.simulator.args.resolve import Resolution
+from pytest_sglang_perf.simulator.args.server_fields import hicache_layout, scheduler_record, shown_record
+from pytest_sglang_perf.simulator.engine.batcher import Batcher, Ticket
+from pytest_sglang_perf.simulator.engine.content import natural_length, request_key, token_ids, token_texts
+from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
+from pytest_sglang_perf.simulator.engine.embedding import embedding_plan
+from pytest_sglang_perf.simulator.engine.roofline import StepCosts
+from pytest_sglang_perf.simulator.engine.schedule import Acceptance, Pacing, TokenPlan, jitter_factor, plan_tokens
+from pytest_sglang_perf.simulator.process.boot import GRAPH_PHASES, StartupTime
+from pytest_sglang_perf.simulator.process.faults import Faults
+from pytest_sglang_perf.simulator.process.knobs import Knobs
+from pytest_sglang_perf.simulator.process.logs import SimLogger, rank_prefixes
+
+SGLANG_VERSION = "0.5.23"
+WARMUP_TEXT = "The capital city of France is"
+WARMUP_PROMPT_TOKENS = 7
+WARMUP_MAX_NEW_TOKENS = 8
+
+
+class ServerStatus(enum.Enum):
+    STARTING = "Starting"
+    UP = "Up"
+    EXITING = "Exiting"
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    """Everything decided before the HTTP server starts."""
+
+    resolution: Resolution
+    model: ModelConfig
+    memory: MemoryPlan
+    knobs: Knobs
+    gpu: Gpu
+    scheduler_startup: StartupTime
+    tokenizer_e2e: float
+    launch_command: str
+
+
+@dataclass(frozen=True)
+class PromptSpec:
+    """What the engine needs to know of one prompt, whichever API sent it."""
+
+    digest: str
+    prompt_tokens: int
+    max_tokens: int | None
+    min_tokens: int
+    ignore_eos: bool
+    seed: int | None
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One request, planned: its id, tokens per step, their texts and ids, and its final numbers."""
+
+    rid: str
+    created: int
+    plan: TokenPlan
+    texts: tuple[str, ...]
+    """Text of each step, aligned with plan.step_tokens."""
+    ids: tuple[tuple[int, ...], ...]
+    """Token ids of each step."""
+    outcome: Outcome
+    jitter: float
+
+
+class SimEngine:
+    def __init__(self, setup: EngineSetup, log: SimLogger) -> None:
+        self.setup, self.log = setup, log
+        self.status = ServerStatus.STARTING
+        self.faults: Faults = setup.knobs.faults
+        resolution, knobs = setup.resolution, setup.knobs
+        spec = resolution.spec
+        self.acceptance = Acceptance.from_knobs(knobs, spec)
+        self.costs = StepCosts.build(setup.model, resolution, setup.gpu, setup.memory.decode_capture_bs)
+        boot_offset = jitter_factor(random.Random(f"{knobs.seed}|boot-offset"), knobs.noise)
+        self.pacing = Pacing.from_knobs(knobs, self.costs, self.acceptance, boot_offset)
+        self.scheduler_prefix = rank_prefixes(resolution.tp_size)[0]
+        self.stats = DecodeStats(
+            interval=max(1, int(resolution.args.get("decode_log_interval") or 40)),
+            max_total_tokens=setup.memory.kv_tokens, num_draft_tokens=spec.num_draft_tokens if spec else 0,
+            graph_label="cpu graph" if resolution.args.get("device") == "cpu" else "cuda graph",
+            extra="waiting-image-req: 0, " if _waits_for_images(resolution) else "",
+        )
+        self.metrics = SimMetrics.for_server(resolution) if resolution.args.get("enable_metrics") else None
+        self.batcher = Batcher(self.pacing, self.stats, setup.memory.max_running_requests,
+                               int(resolution.args.get("max_prefill_tokens") or 16384), self._scheduler_line)
+        self._counter = itertools.count()
+        self.requests_arrived = 0
+        self._task: asyncio.Task[None] | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.status is ServerStatus.UP
+
+    def start(self, on_crash: Callable[[BaseException], None] | None = None) -> None:
+        """Start the scheduler loop (inside the running event loop) and publish the startup metrics. Should the loop
+        ever raise, `on_crash` gets the exception (the server ends the process as SGLang does)."""
+        self._task = asyncio.ensure_future(self.batcher.run())
+        self._task.add_done_callback(lambda task: self._loop_ended(task, on_crash))
+        if self.metrics is not None:
+            self.metrics.startup(self)
+            self.batcher.on_forward = self.metrics.forward
+
+    def _loop_ended(self, task: asyncio.Task[None], on_crash: Callable[[BaseException], None] | None) -> None:
+        if task.cancelled() or task.exception() is None:
+            return
+        error = task.exception()
+        assert error is not None
+        self.log.error("Scheduler hit an exception: " + "".join(traceback.format_exception(error)).rstrip(),
+                       self.scheduler_prefix)
+        if on_crash is not None:
+            on_crash(error)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    def _scheduler_line(self, line: str) -> None:
+        self.log.info(line, self.scheduler_prefix)
+        if self.metrics is not None:
+            self.metrics.scheduler_update(self)
+
+    # ---- requests ----------------------------------------------------------------------------------
+
+    def arrive(self) -> int:
+        """Count a client's generation request (1-based); applies the `slow-after` fault from here on."""
+        self.requests_arrived += 1
+        self.batcher.slow_factor = self.faults.slow_factor(self.requests_arrived)
+        return self.requests_arrived
+
+    def fails_with_500(self, number: int) -> bool:
+        """The `http-500:P` fault: whether request `number` is answered with HTTP 500 (seeded)."""
+        if self.faults.http_500 <= 0:
+            return False
+        return random.Random(f"{self.setup.knobs.seed}|http-500|{number}").random() < self.faults.http_500
+
+    def dies_at(self, number: int) -> bool:
+        """The `die-after:N` fault: whether the server dies as request `number` arrives."""
+        return self.faults.die_after is not None and number > self.faults.die_after
+
+    def generation(self, prompt: PromptSpec) -> Generation:
+        """Plan a request; raises protocol.RequestError if SGLang would reject it."""
+        counter = next(self._counter)
+        knobs = self.setup.knobs
+        key = request_key(knobs.seed, prompt.seed, counter, prompt.digest)
+        num_tokens, finish = self._output_length(prompt, key)
+        plan = plan_tokens(num_tokens, self.acceptance, random.Random(f"{key}|accept"))
+        jitter = jitter_factor(random.Random(f"{knobs.seed}|jitter|{counter}"), knobs.noise)
+        texts, ids = _chunk_tokens(key, plan.step_tokens, self.setup.model.vocab_size)
+        return Generation(uuid.uuid4().hex, int(time.time()), plan, texts, ids,
+                          self._outcome(plan, prompt.prompt_tokens, finish), jitter)
+
+    def _output_length(self, prompt: PromptSpec, key: str) -> tuple[int, str]:
+        if prompt.ignore_eos:
+            limit = prompt.max_tokens
+            length = limit if limit is not None else self.setup.resolution.context_len - prompt.prompt_tokens
+            if self.faults.short:
+                length = max(1, length - self.faults.short) if length > 0 else length
+            return length, "length"
+        length = natural_length(key, prompt.max_tokens, prompt.min_tokens)
+        if self.faults.short and length > 0:
+            return max(1, length - self.faults.short), "length"
+        return length, "stop"
+
+    def _outcome(self, plan: TokenPlan, prompt_tokens: int, finish: str) -> Outcome:
+        spec = self.setup.resolution.spec
+        return Outcome(
+            prompt_tokens=prompt_tokens, completion_tokens=plan.completion_tokens, finish_reason=finish,
+            matched_stop=self.setup.model.eos_token_id if finish == "stop" else None,
+            verify_ct=plan.verify_ct, correct_drafts=plan.correct_drafts,
+            correct_drafts_histogram=plan.correct_drafts_histogram,
+            num_draft_tokens=spec.num_draft_tokens if spec else 0,
+        )
+
+    def check_prompt_fits(self, prompt_tokens: int) -> None:
+        context_len = self.setup.resolution.context_len
+        if prompt_tokens >= context_len:
+            raise RequestError(f"The input ({prompt_tokens} tokens) is longer than the model's context length "
+                               f"({context_len} tokens).")
+
+    def submit(self, generation: Generation) -> Ticket:
+        return self.batcher.submit(generation.plan.step_tokens, generation.outcome.prompt_tokens, generation.jitter)
+
+    async def warmup(self) -> None:
+        """The startup warmup request (8 new tokens at temperature 0) through the scheduler; SGLang counts it in
+        its decode statistics until a /flush_cache."""
+        prompt = PromptSpec("warmup", WARMUP_PROMPT_TOKENS, WARMUP_MAX_NEW_TOKENS, 0, False, 0)
+        plan = plan_tokens(WARMUP_MAX_NEW_TOKENS, self.acceptance, random.Random("warmup"))
+        ticket = self.batcher.submit(plan.step_tokens, prompt.prompt_tokens)
+        while not ticket.finished:
+            await ticket.progressed()
+
+    @property
+    def warmup_path(self) -> str:
+        """VLMs warm up through the chat API with an image (http_server.py::_execute_server_warmup)."""
+        return "/v1/chat/completions" if self.setup.model.is_multimodal else "/generate"
+
+    async def flush_cache(self, timeout: float) -> str | None:
+        """SchedulerFlushWrapper: flush now when idle, or wait up to `timeout` s for idle; None when flushed, else
+        the failure message ("" when SGLang gives none)."""
+        if self.batcher.idle or (timeout > 0 and await self.batcher.wait_idle(timeout)):
+            self.stats.reset(asyncio.get_running_loop().time())
+            self.log.info("Cache flushed successfully!", self.scheduler_prefix)
+            return None
+        if timeout > 0:
+            self.log.warning("Deferred flush_cache timed out while waiting for idle state.")
+            return "Timed out waiting for idle state."
+        self.log.warning(f"Cache not flushed because there are pending requests. #queue-req: {self.batcher.queued}, "
+                         f"#running-req: {self.batcher.running}")
+        return ""
+
+    # ---- info endpoints ------------------------------------------------------------------------
+
+    def model_info(self) -> dict[str, Any]:
+        args, model = self.setup.resolution.args, self.setup.model
+        return {
+            "model_path": args.get("model_path"), "served_model_name": args.get("served_model_name"),
+            "tokenizer_path": args.get("tokenizer_path"), "is_generation": True,
+            "preferred_sampling_params": args.get("preferred_sampling_params"),
+            "weight_version": args.get("weight_version"), "load_format": args.get("load_format"),
+            "reasoning_parser": args.get("reasoning_parser"), "tool_call_parser": args.get("tool_call_parser"),
+            "disaggregation_mode": args.get("disaggregation_mode"),
+            "has_image_understanding": model.is_multimodal, "has_audio_understanding": False,
+            "model_type": model.model_type, "architectures": list(model.architectures) or None,
+            "embedding": embedding_plan(args, self.setup.resolution.cuda_graph),
+        }
+
+    def models_list(self) -> dict[str, Any]:
+        name = self.setup.resolution.args.get("served_model_name")
+        card = {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
+                "parent": None, "max_model_len": self.setup.resolution.context_len}
+        return {"object": "list", "data": [card]}
+
+    def server_info(self) -> dict[str, Any]:
+        setup = self.setup
+        info = shown_record(setup.resolution.args)
+        info.update(
+            launch_command=setup.launch_command, status="ready", max_total_num_tokens=setup.memory.kv_tokens,
+            max_req_input_len=self._max_req_input_len(), hicache_object_layout=hicache_layout(info), kv_events=None,
+            startup_time={**setup.scheduler_startup.to_dict(), "tokenizer_e2e": setup.tokenizer_e2e},
+            internal_states=[self.internal_state()], version=SGLANG_VERSION, frontend="python",
+        )
+        return info
+
+    def internal_state(self) -> dict[str, Any]:
+        setup, memory = self.setup, self.setup.memory
+        args = setup.resolution.args
+        state = scheduler_record(args, memory.max_running_requests)
+        state.update(
+            world_size=int(args.get("dp_size") or 1) * setup.resolution.tp_size * int(args.get("pp_size") or 1),
+            startup_time=setup.scheduler_startup.to_dict(),
+            effective_max_running_requests_per_dp=memory.max_running_requests,
+            last_gen_throughput=self.stats.last_gen_throughput, memory_usage=self._memory_usage(),
+            disaggregation_mode=args.get("disaggregation_mode"), decode_cuda_graph_bs=list(memory.decode_capture_bs),
+            decode_cuda_graph_memory_gb=round(memory.decode_graph_gib, 3),
+        )
+        accept = self.stats.avg_spec_accept_length
+        if accept is not None:
+            state["avg_spec_accept_length"] = accept
+        return state
+
+    def _max_req_input_len(self) -> int:
+        """managers/tp_worker.py: the longest request (context and KV pool permitting) less 5 tokens."""
+        return min(self.setup.resolution.context_len - 1, self.setup.memory.kv_tokens - 1) - 5
+
+    def _memory_usage(self) -> dict[str, Any]:
+        memory, spec = self.setup.memory, self.setup.resolution.spec
+        graph = dict.fromkeys(GRAPH_PHASES, 0.0)
+        graph["prefill"] = round(memory.prefill_graph_gib, 3)
+        graph["target_verify" if spec is not None else "decode"] = round(memory.decode_graph_gib, 3)
+        if memory.draft_graph_gib:
+            graph["draft_decode"] = graph["draft_extend"] = round(memory.draft_graph_gib / 2, 3)
+        return {"weight": round(memory.weight_gib, 3), "kvcache": round(2 * memory.kv_gib_each, 3),
+                "startup_available": round(memory.final_gib, 3), "token_capacity": memory.kv_tokens,
+                "token_capacity_swa": None, "graph": graph}
+
+
+def _waits_for_images(resolution: Resolution) -> bool:
+    """metrics_reporter.py: decode lines of a language-only server that receives images in the scheduler."""
+    args = resolution.args
+    return bool(args.get("language_only")) and args.get("encoder_transfer_backend") == "zmq_to_scheduler"
+
+
+def _chunk_tokens(key: str, step_tokens: Sequence[int],
+                  vocab_size: int) -> tuple[tuple[str, ...], tuple[tuple[int, ...], ...]]:
+    total = sum(step_tokens)
+    texts, ids = token_texts(key, total), token_ids(key, total, vocab_size)
+    step_texts, step_ids, start = [], [], 0
+    for count in step_tokens:
+        step_texts.append("".join(texts[start:start + count]))
+        step_ids.append(tuple(ids[start:start + count]))
+        start += count
+    return tuple(step_texts), tuple(step_ids)

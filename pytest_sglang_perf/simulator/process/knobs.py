@@ -1,0 +1,173 @@
+"""The simulator's own `--sim-*` knobs, each also settable as `SGLANG_SIM_<KNOB>`.
+
+Precedence: command line > environment > default. A bad value names where it came from. Without
+`--sim-decode-tok-s` / `--sim-ttft` the timing comes from the roofline model of `--sim-gpu` (roofline.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pytest_sglang_perf.sglang_facts.gpus import GpuTableError, find_gpu, load_gpu_table
+from pytest_sglang_perf.simulator.process.faults import Faults, parse_faults
+
+ENV_PREFIX = "SGLANG_SIM_"
+
+
+class KnobError(ValueError):
+    """A knob value that cannot be used; the message names the flag or variable."""
+
+
+def _number(kind: type[float] | type[int], valid: Callable[[float], bool], requirement: str) -> Callable[[str], Any]:
+    noun = "an integer" if kind is int else "a number"
+    expected = f"expected {noun} {requirement}".rstrip()
+
+    def convert(text: str) -> float:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise ValueError(expected) from None
+        if not valid(value):
+            raise ValueError(expected)
+        return value
+
+    return convert
+
+
+def _gpu_name(text: str) -> str:
+    try:
+        return find_gpu(text).name
+    except GpuTableError as exc:
+        raise ValueError(str(exc)) from None
+
+
+def _fault_spec(text: str) -> str:
+    parse_faults(text)
+    return text
+
+
+@dataclass(frozen=True)
+class KnobSpec:
+    name: str
+    convert: Callable[[str], Any]
+    """Text -> value; raises ValueError saying what is expected."""
+    default: Any
+    help: str
+    metavar: str = "NUMBER"
+
+    @property
+    def flag(self) -> str:
+        return "--sim-" + self.name.replace("_", "-")
+
+    @property
+    def env(self) -> str:
+        return ENV_PREFIX + self.name.upper()
+
+    def parse(self, text: str) -> Any:
+        return self.convert(text)
+
+
+_POSITIVE = _number(float, lambda v: v > 0, "> 0")
+_NON_NEGATIVE = _number(float, lambda v: v >= 0, ">= 0")
+
+KNOB_SPECS: tuple[KnobSpec, ...] = (
+    KnobSpec("gpu", _gpu_name, find_gpu().name,
+             "the GPU to simulate, from sglang_facts/data/gpus.json: " + ", ".join(load_gpu_table().names()),
+             "NAME"),
+    KnobSpec("decode_tok_s", _POSITIVE, None,
+             "output tokens/s of one stream during decode; overrides the roofline model of --sim-gpu"),
+    KnobSpec("ttft", _NON_NEGATIVE, None, "time to first token (the prefill), seconds; overrides the roofline model"),
+    KnobSpec("accept_length", _number(float, lambda v: v >= 1, ">= 1"), 3.0,
+             "mean tokens per verify step with a speculative algorithm (ignored without one)"),
+    KnobSpec("noise", _number(float, lambda v: 0 <= v < 1, "in [0, 1)"), 0.0,
+             "relative timing noise (0.01 = 1%): a per-boot offset and a per-request jitter, both seeded"),
+    KnobSpec("seed", _number(int, lambda v: True, ""), 0, "seed of the noise and of the simulated content", "INT"),
+    KnobSpec("boot_seconds", _NON_NEGATIVE, 0.5,
+             "launch -> ready in total: weight loading, KV cache, CUDA graph capture, warmup; phases set with "
+             "--sim-load-seconds / --sim-capture-seconds take their share out of it"),
+    KnobSpec("load_seconds", _NON_NEGATIVE, None, "weight loading (target and draft model), seconds"),
+    KnobSpec("capture_seconds", _NON_NEGATIVE, None, "CUDA graph capture, all graphs together, seconds"),
+    KnobSpec("slowdown", _number(float, lambda v: v > -1, "> -1"), 0.0,
+             "make every duration (1 + x) times longer (0.2 = 20% slower)"),
+    KnobSpec("fault", _fault_spec, "",
+             "inject faults, e.g. 'die-after:3,http-500:0.2': crash-at-boot, hang-at-boot, fail-warmup, die-after:N, "
+             "http-500:P, cut-stream:N, no-usage, short:N, slow-after:N:FACTOR, no-server-info", "SPEC"),
+)
+
+
+@dataclass(frozen=True)
+class Knobs:
+    gpu: str = field(default_factory=lambda: find_gpu().name)
+    """The simulated GPU's nvidia-smi name (hardware.find_gpu resolves it)."""
+    decode_tok_s: float | None = None
+    ttft: float | None = None
+    accept_length: float = 3.0
+    noise: float = 0.0
+    seed: int = 0
+    boot_seconds: float = 0.5
+    load_seconds: float | None = None
+    capture_seconds: float | None = None
+    slowdown: float = 0.0
+    fault: str = ""
+
+    @property
+    def time_scale(self) -> float:
+        """Factor applied to every simulated duration."""
+        return 1.0 + self.slowdown
+
+    @property
+    def faults(self) -> Faults:
+        return parse_faults(self.fault)
+
+
+def dest(spec: KnobSpec) -> str:
+    return "sim_" + spec.name
+
+
+def add_knob_arguments(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("simulator knobs", f"each also settable as {ENV_PREFIX}<KNOB>")
+    for spec in KNOB_SPECS:
+        default = "the model" if spec.default is None else repr(spec.default) if spec.default == "" else spec.default
+        group.add_argument(spec.flag, dest=dest(spec), type=_argparse_type(spec), default=None,
+                           metavar=spec.metavar,
+                           help=f"{spec.help} (default {default}; env {spec.env})".replace("%", "%%"))
+
+
+def _argparse_type(spec: KnobSpec) -> Callable[[str], Any]:
+    def convert(text: str) -> Any:
+        try:
+            return spec.parse(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(f"invalid value {text!r}: {exc}") from None
+
+    return convert
+
+
+def resolve_knobs(namespace: argparse.Namespace, environ: Mapping[str, str]) -> Knobs:
+    """Command line beats environment beats default; raises KnobError naming a bad variable."""
+    values: dict[str, Any] = {}
+    for spec in KNOB_SPECS:
+        values[spec.name] = _resolve_one(spec, getattr(namespace, dest(spec), None), environ)
+    return Knobs(**values)
+
+
+def _resolve_one(spec: KnobSpec, cli_value: Any, environ: Mapping[str, str]) -> Any:
+    if cli_value is not None:
+        return cli_value
+    text = environ.get(spec.env)
+    if text is None or text.strip() == "":
+        return spec.default
+    try:
+        return spec.parse(text.strip())
+    except ValueError as exc:
+        example = f" (e.g. {spec.env}={spec.default})" if spec.default not in (None, "") else ""
+        raise KnobError(
+            f"invalid value {text!r} for environment variable {spec.env}: {exc}{example}; unset it to use the "
+            "default") from None
+
+
+def knob_dests() -> frozenset[str]:
+    return frozenset(dest(spec) for spec in KNOB_SPECS)
