@@ -48,7 +48,8 @@ def run(pytest_args: Sequence[str], *, real: bool) -> int:
 
 
 def show_baselines(directory: Path) -> int:
-    from pytest_sglang_perf.gate.store import BaselineFileError, BaselineStore
+    from pytest_sglang_perf.gate.baseline import BaselineFileError
+    from pytest_sglang_perf.gate.store import BaselineStore
 
     files = sorted(directory.glob("*.json"))
     if not files:
@@ -72,7 +73,8 @@ def show_baselines(directory: Path) -> int:
 def check(config: Path | None, *, simulate: bool, gpus: Sequence[str]) -> int:
     from pytest_sglang_perf.config.settings import ConfigError, load_settings
     from pytest_sglang_perf.server.plan import plan_server
-    from pytest_sglang_perf.server.preflight import Level, check_plans, choose_parser
+    from pytest_sglang_perf.server.preflight import Level, check_plans
+    from pytest_sglang_perf.sglang_facts.parsers import choose_parser
 
     try:
         settings = load_settings(Path.cwd(), config)

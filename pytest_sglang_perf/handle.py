@@ -1,4 +1,7 @@
-"""The `sglang_perf` fixture's handle: measure a fixed prompt on this variant's server, then gate it."""
+"""The `sglang_perf` fixture's handle: measure a fixed prompt on this variant's server, then gate it.
+
+pytest-facing: a failed request or a regression fails the test (`pytest.fail`), with the report as its message.
+"""
 
 from __future__ import annotations
 
@@ -7,13 +10,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from pytest_sglang_perf.config.settings import Variant
+from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.compare import Verdict
-from pytest_sglang_perf.gate.store import BaselineFileError
 from pytest_sglang_perf.gate.terminal import failure_message
-from pytest_sglang_perf.measurement.samples import RequestParams, Result
-from pytest_sglang_perf.server.pool import RunningServer
+from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.session import PerfSession
+from pytest_sglang_perf.variant_run import VariantRun
 
 if TYPE_CHECKING:
     import openai
@@ -28,10 +30,12 @@ _EXIT_WAIT = 0.5
 class SGLangPerf:
     """What a test gets from the `sglang_perf` fixture: one variant's running server."""
 
-    def __init__(self, session: PerfSession, variant: Variant, server: RunningServer, nodeid: str) -> None:
+    def __init__(self, session: PerfSession, run: VariantRun, nodeid: str) -> None:
+        assert run.server is not None, "a variant's handle needs its running server"
         self._session = session
-        self.variant = variant
-        self.server = server
+        self._run = run
+        self.variant = run.variant
+        self.server = run.server
         self._nodeid = nodeid
 
     @property
@@ -53,6 +57,12 @@ class SGLangPerf:
 
         return make_openai_client(self.base_url, self.server.plan.api_key)
 
+    def close(self) -> None:
+        """Close the `openai` client if the test made one (the fixture calls this when the test ends)."""
+        client = self.__dict__.pop("openai", None)
+        if client is not None:
+            client.close()
+
     def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
                 repeats: int | None = None, warmup: int | None = None, seed: int | None = None) -> Result:
         """Send `prompt` as streamed chat requests (warmup, then repeats) and return samples and summaries."""
@@ -66,7 +76,7 @@ class SGLangPerf:
                 self.base_url, model=self.model, variant=self.variant.name, params=params,
                 boot_seconds=self.server.boot_seconds, simulated=self.simulated,
                 api_key=self.server.plan.api_key, timeout=self._session.settings.request.timeout,
-                startup=self._session.startup.get(self.variant.name),
+                startup=self._run.startup,
             )
         except RequestFailed as exc:
             failure = (f"[{self.variant.name}] request failed: {exc}{self._server_gone()}\n"
@@ -120,7 +130,7 @@ class SGLangPerf:
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         if cell.verdict is Verdict.REGRESSED:
-            context = self._session.server_lines(self.variant.name)
+            context = self._session.server_lines(self._run)
             pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid), context), pytrace=False)
 
     @property

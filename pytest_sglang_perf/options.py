@@ -6,25 +6,15 @@ Precedence: command line > environment variable > ini / [tool.pytest.ini_options
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from pytest_sglang_perf.config.run_options import RunOptions
+
 _ENV_PREFIX = "SGLANG_PERF_"
 _TRUE = {"1", "true", "yes", "on"}
 _FALSE = {"0", "false", "no", "off", ""}
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    config_path: Path | None = None
-    simulate: bool = False
-    update_baselines: bool = False
-    results_path: Path | None = None
-    variants: tuple[str, ...] | None = None
-    log_dir: Path | None = None
-    strict_flags: bool = False
 
 
 _OPTIONS: tuple[tuple[str, str, str], ...] = (

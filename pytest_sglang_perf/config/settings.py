@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 
 from pytest_sglang_perf.config.units import parse_duration, parse_percent
+from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.measurement.metrics import METRICS
 
 T = TypeVar("T")
@@ -38,7 +39,7 @@ _NO_ARGS: tuple[str, ...] = ()
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
-class ConfigError(Exception):
+class ConfigError(SGLangPerfError):
     """A configuration problem, with where it is and how to fix it."""
 
 
@@ -92,6 +93,17 @@ class Settings:
             if variant.name == name:
                 return variant
         raise KeyError(name)
+
+    def select(self, names: tuple[str, ...] | None) -> tuple[Variant, ...]:
+        """The variants a run uses, in matrix order when `names` is None (`--sglang-variants` otherwise)."""
+        if names is None:
+            return self.variants
+        known = [v.name for v in self.variants]
+        for name in names:
+            if name not in known:
+                raise ConfigError(f"--sglang-variants: unknown variant {name!r}; variants in {self.source}: "
+                                  f"{', '.join(known)}")
+        return tuple(self.variant(name) for name in names)
 
 
 def find_config(rootdir: Path, explicit: Path | None) -> tuple[Path, Mapping[str, Any], str] | None:

@@ -57,6 +57,24 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
     return next((v for v in SEVERITY if v in present), Verdict.OK)
 
 
+@dataclass(frozen=True)
+class Cell:
+    """The checks of one test x variant."""
+
+    test_id: str
+    variant: str
+    checks: tuple[MetricCheck, ...]
+    simulated: bool
+    updated: bool = False
+    """The measured values were recorded as the new baseline (--sglang-update-baselines)."""
+
+    @property
+    def verdict(self) -> Verdict:
+        """UPDATED when the baseline was refreshed (the test passes whatever the checks said),
+        otherwise the most severe check: regressed > new > improved > updated > ok."""
+        return Verdict.UPDATED if self.updated else worst(c.verdict for c in self.checks)
+
+
 def allowed_band(metric: Metric, tolerance: float, baseline: Summary, measured: Summary) -> float:
     """The relative band allowed in the worse direction: the tolerance, widened by noise, capped."""
     if tolerance < 0 or not math.isfinite(tolerance):

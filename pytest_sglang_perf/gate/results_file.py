@@ -14,10 +14,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.gate.compare import MetricCheck
-from pytest_sglang_perf.gate.store import atomic_write, dump_json
-from pytest_sglang_perf.gate.terminal import Cell
-from pytest_sglang_perf.measurement.samples import Result
+from pytest_sglang_perf.gate.compare import Cell, MetricCheck
+from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json
+from pytest_sglang_perf.measurement.result import Result
 
 SCHEMA_VERSION = 1
 
@@ -76,7 +75,7 @@ def _result(result: Result | None) -> dict[str, Any]:
         "params": result.params.to_dict(),
         "prompt_hash": result.prompt_hash,
         "boot_seconds": result.boot_seconds,
-        "startup": None if result.startup is None else dict(result.startup),
+        "startup": None if result.startup is None else result.startup.to_dict(),
         "itl_p50": result.itl_p50,
         "itl_p99": result.itl_p99,
     }

@@ -6,32 +6,13 @@ Every table of simulated numbers says SIMULATED, so nobody mistakes a dry run fo
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 
-from pytest_sglang_perf.gate.compare import MetricCheck, Verdict, worst
+from pytest_sglang_perf.gate.compare import Cell, MetricCheck, Verdict
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
 
 SIMULATED = "SIMULATED"
 _COUNT_ORDER = (Verdict.OK, Verdict.REGRESSED, Verdict.IMPROVED, Verdict.NEW, Verdict.UPDATED)
 _NEEDS_REFRESH = (Verdict.REGRESSED, Verdict.NEW, Verdict.IMPROVED)
-
-
-@dataclass(frozen=True)
-class Cell:
-    """The checks of one test x variant."""
-
-    test_id: str
-    variant: str
-    checks: tuple[MetricCheck, ...]
-    simulated: bool
-    updated: bool = False
-    """The measured values were recorded as the new baseline (--sglang-update-baselines)."""
-
-    @property
-    def verdict(self) -> Verdict:
-        """UPDATED when the baseline was refreshed (the test passes whatever the checks said),
-        otherwise the most severe check: regressed > new > improved > updated > ok."""
-        return Verdict.UPDATED if self.updated else worst(c.verdict for c in self.checks)
 
 
 def format_value(metric: str, value: float) -> str:

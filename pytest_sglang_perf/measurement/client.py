@@ -1,7 +1,7 @@
 """A lean streaming chat client: aiohttp + orjson (on uvloop when importable), timed per read.
 
 Why not the `openai` package: it builds a pydantic object per chunk (~70 µs) and falls behind above ~10 k
-tok/s; see /work/shared/measurement-client.md. This client takes one `perf_counter()` per socket read
+tok/s; see docs/client-measurement.md. This client takes one `perf_counter()` per socket read
 before any parsing, splits SSE events on blank lines, parses in the loop and keeps flat lists of floats.
 Every failed, truncated or short request raises `RequestFailed`; nothing is silently dropped.
 """
@@ -18,6 +18,7 @@ from typing import Any, TypeVar
 import aiohttp
 import orjson
 
+from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.measurement.samples import Sample
 
 _T = TypeVar("_T")
@@ -64,7 +65,7 @@ class ChatRequest:
         return body
 
 
-class RequestFailed(Exception):
+class RequestFailed(SGLangPerfError):
     """A request that yielded no valid sample; `reason` says why in one line."""
 
     def __init__(self, reason: str, *, status: int | None = None, body: str = "") -> None:

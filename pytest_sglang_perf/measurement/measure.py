@@ -12,9 +12,10 @@ from itertools import pairwise
 from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER
-from pytest_sglang_perf.measurement.samples import RequestParams, Result, Sample
+from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary, percentile
-from pytest_sglang_perf.server.logscan import StartupFacts
+from pytest_sglang_perf.server.startup import StartupFacts
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.client import StreamRecord
@@ -52,7 +53,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
     return Result(
         variant=variant, params=params, prompt_hash=prompt_hash(params), samples=samples,
         summaries=_summaries(samples, boot_seconds, startup), boot_seconds=boot_seconds, simulated=simulated,
-        startup=None if startup is None else startup.to_dict(),
+        startup=startup,
         itl_p50=percentile(gaps, 50) if gaps else None,
         itl_p99=percentile(gaps, 99) if gaps else None,
     )

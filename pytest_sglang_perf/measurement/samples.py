@@ -1,12 +1,10 @@
-"""Raw per-request samples and the result of one measurement (plain data, no I/O)."""
+"""Raw per-request samples: what one streamed request took (plain data, no I/O)."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
-
-from pytest_sglang_perf.measurement.stats import Summary
 
 
 @dataclass(frozen=True)
@@ -61,39 +59,3 @@ class Sample:
             spec_accept_length=None if data.get("spec_accept_length") is None
             else float(data["spec_accept_length"]),
         )
-
-
-@dataclass(frozen=True)
-class RequestParams:
-    """The fixed request a measurement sends; its hash identifies the prompt in baselines."""
-
-    prompt: str
-    max_tokens: int
-    temperature: float
-    seed: int
-    repeats: int
-    warmup: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
-            "repeats": self.repeats, "warmup": self.warmup,
-        }
-
-
-@dataclass(frozen=True)
-class Result:
-    """One `sglang_perf.measure(...)` call: raw samples plus a Summary per metric."""
-
-    variant: str
-    params: RequestParams
-    prompt_hash: str
-    samples: tuple[Sample, ...]
-    summaries: Mapping[str, Summary]
-    boot_seconds: float
-    simulated: bool
-    itl_p50: float | None = None
-    itl_p99: float | None = None
-    extra: Mapping[str, Any] = field(default_factory=dict)
-    startup: Mapping[str, Any] | None = None
-    """The server's startup facts as SGLang logged them (logscan.StartupFacts.to_dict())."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from pytest_sglang_perf.server.effective import EffectiveConfig, Status
-from pytest_sglang_perf.server.logscan import GraphUse, StartupFacts
+from pytest_sglang_perf.server.startup import GraphUse, StartupFacts
 
 WARNING = "WARNING"
 

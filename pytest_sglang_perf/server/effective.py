@@ -1,11 +1,12 @@
 """What a server really ran: every requested flag against SGLang's resolved configuration, with SGLang's reasons.
 
-Inputs are plain data: the flags the variant asked for (parsed by SGLang's own parser, see preflight.py), the
+Inputs are plain data: the flags the variant asked for (parsed by SGLang's own parser, see
+`sglang_facts.requested`), the
 `/server_info` document (its resolved server args, the `cuda_graph_config` plan, the schedulers' `internal_states`)
 and the startup facts of the server log (logscan.py). Where a flag's effect shows up in `/server_info`, which log
 messages explain an override and which optimizations SGLang turns on by default are version-specific facts: they
-live in `data/sglang-<version>-rules.json` (`effective_fields`, `resolution_messages`, `default_optimizations`,
-`unconfirmable`, `secret_fields`), not here. No I/O, no pytest.
+live in the SGLang version's rules (`sglang_facts.rules`: `effective_fields`, `resolution_messages`,
+`default_optimizations`, `unconfirmable`, `secret_fields`), not here. No I/O, no pytest.
 """
 
 from __future__ import annotations
@@ -13,13 +14,14 @@ from __future__ import annotations
 import enum
 import json
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_sglang_perf.server.logscan import StartupFacts
 from pytest_sglang_perf.server.redaction import redact_text
+from pytest_sglang_perf.server.startup import StartupFacts
+from pytest_sglang_perf.sglang_facts.requested import Requested
+from pytest_sglang_perf.sglang_facts.rules import SGLangRules
 
 _MISSING = object()
 
@@ -31,15 +33,6 @@ class Status(enum.Enum):
     """Taken as given, but nothing SGLang reports can confirm its effect."""
     NOT_REPORTED = "not reported"
     """`/server_info` has no field for it (e.g. `--config`)."""
-
-
-@dataclass(frozen=True)
-class Requested:
-    """One flag of the command line: as written, its argparse dest and the value SGLang's parser gave it."""
-
-    flag: str
-    dest: str
-    value: Any
 
 
 @dataclass(frozen=True)
@@ -113,10 +106,6 @@ class EffectiveConfig:
         return tuple(o.describe() for o in self.flags if o.status is Status.UNCONFIRMED)
 
     @property
-    def ok(self) -> bool:
-        return not self.problems
-
-    @property
     def verdict(self) -> str:
         """`ok`, `differs` (a problem), or `duplicate` (ok, but the same configuration as another variant)."""
         if self.problems:
@@ -155,9 +144,9 @@ def _jsonable(value: Any) -> Any:
 # Reading /server_info -------------------------------------------------------------------------------
 
 
-def redact_info(info: Mapping[str, Any], rules: Mapping[str, Any], secrets: Sequence[str]) -> dict[str, Any]:
+def redact_info(info: Mapping[str, Any], rules: SGLangRules, secrets: Sequence[str]) -> dict[str, Any]:
     """`/server_info` without secrets: secret fields dropped (also in `internal_states`), secret values masked."""
-    hidden = set(rules.get("secret_fields", ()))
+    hidden = set(rules.secret_fields)
 
     def clean(value: Any) -> Any:
         if isinstance(value, Mapping):
@@ -184,28 +173,30 @@ def lookup(info: Mapping[str, Any], path: Sequence[str | int]) -> Any:
     return node
 
 
-def effective_value(dest: str, info: Mapping[str, Any], rules: Mapping[str, Any]) -> Any:
+def effective_value(dest: str, info: Mapping[str, Any], rules: SGLangRules) -> Any:
     """What the server ran for a flag's dest (see `effective_fields`), or _MISSING when it is not reported."""
-    spec = rules.get("effective_fields", {}).get(dest)
+    spec = rules.effective_fields.get(dest)
     if spec is None:
         return info.get(dest, _MISSING)
-    values = [lookup(info, path) for path in spec["paths"]]
+    values = [lookup(info, path) for path in spec.paths]
     if any(v is _MISSING for v in values):
         return _MISSING
     if all(_same(v, values[0]) for v in values):
         return values[0]
-    return {".".join(str(s) for s in path[-2:]): v for path, v in zip(spec["paths"], values, strict=True)}
+    return {".".join(str(s) for s in path[-2:]): v for path, v in zip(spec.paths, values, strict=True)}
 
 
-def expected_value(dest: str, value: Any, info: Mapping[str, Any], rules: Mapping[str, Any]) -> Any:
+def expected_value(dest: str, value: Any, info: Mapping[str, Any], rules: SGLangRules) -> Any:
     """The value the server should report for a requested flag, in `/server_info`'s terms."""
-    spec = rules.get("effective_fields", {}).get(dest, {})
-    if "requested" in spec:
-        return spec["requested"]
-    if spec.get("upper") and isinstance(value, str):
+    spec = rules.effective_fields.get(dest)
+    if spec is None:
+        return value
+    if spec.requested is not None:
+        return spec.requested
+    if spec.upper and isinstance(value, str):
         value = value.upper()
-        value = spec.get("aliases", {}).get(value, value)
-    divisor = spec.get("divide_requested_by")
+        value = spec.aliases.get(value, value)
+    divisor = spec.divide_requested_by
     if divisor and isinstance(value, int):
         value = max(1, value // max(1, int(info.get(divisor) or 1)))
     return value
@@ -226,31 +217,26 @@ def _same(a: Any, b: Any) -> bool:
 # Messages and capture-time fallbacks ----------------------------------------------------------------
 
 
-def topic_messages(messages: Sequence[str], rules: Mapping[str, Any]) -> dict[str, list[str]]:
+def topic_messages(messages: Sequence[str], rules: SGLangRules) -> dict[str, list[str]]:
     """SGLang's resolution messages by the topic (flag group) they explain, in log order."""
-    patterns = [(re.compile(rule["pattern"]), rule["topics"]) for rule in rules.get("resolution_messages", ())]
     found: dict[str, list[str]] = {}
     for message in messages:
-        for pattern, topics in patterns:
-            if pattern.search(message):
-                for topic in topics:
+        for rule in rules.resolution_messages:
+            if rule.pattern.search(message):
+                for topic in rule.topics:
                     if message not in found.setdefault(topic, []):
                         found[topic].append(message)
     return found
 
 
-def _topic(dest: str, rules: Mapping[str, Any]) -> str:
-    return str(rules.get("effective_fields", {}).get(dest, {}).get("topic", dest))
-
-
-def _apply_capture_skips(info: dict[str, Any], facts: StartupFacts, rules: Mapping[str, Any]) -> None:
+def _apply_capture_skips(info: dict[str, Any], facts: StartupFacts, rules: SGLangRules) -> None:
     """A graph the plan kept but the capture skipped (`Disable prefill CUDA graph because ...`) did not run."""
     if not facts.capture_fallbacks:
         return
-    for optimization in rules.get("default_optimizations", ()):
-        if optimization.get("skipped_at_capture"):
-            for path in optimization["paths"]:
-                _set_path(info, path, optimization["off"][0])
+    for optimization in rules.default_optimizations:
+        if optimization.skipped_at_capture:
+            for path in optimization.paths:
+                _set_path(info, path, optimization.off[0])
 
 
 def _set_path(info: dict[str, Any], path: Sequence[str | int], value: Any) -> None:
@@ -265,7 +251,7 @@ def _set_path(info: dict[str, Any], path: Sequence[str | int], value: Any) -> No
 
 
 def evaluate(variant: str, requested: Sequence[Requested], info: Mapping[str, Any], facts: StartupFacts,
-             messages: Sequence[str], rules: Mapping[str, Any]) -> EffectiveConfig:
+             messages: Sequence[str], rules: SGLangRules) -> EffectiveConfig:
     """Compare each requested flag with what the server ran; find default optimizations switched off.
 
     `info` must already be redacted (redact_info); `messages` are the log's lines without prefixes.
@@ -273,7 +259,7 @@ def evaluate(variant: str, requested: Sequence[Requested], info: Mapping[str, An
     view = json.loads(json.dumps(info))  # a private copy to apply capture-time fallbacks to
     _apply_capture_skips(view, facts, rules)
     by_topic = topic_messages(messages, rules)
-    secret = set(rules.get("secret_fields", ()))
+    secret = set(rules.secret_fields)
     latest = {r.dest: r for r in requested if r.dest not in secret}
     outcomes = tuple(_outcome(r, view, by_topic, rules) for r in latest.values())
     return EffectiveConfig(
@@ -283,9 +269,9 @@ def evaluate(variant: str, requested: Sequence[Requested], info: Mapping[str, An
 
 
 def _outcome(requested: Requested, info: Mapping[str, Any], by_topic: Mapping[str, list[str]],
-             rules: Mapping[str, Any]) -> FlagOutcome:
+             rules: SGLangRules) -> FlagOutcome:
     dest, value = requested.dest, requested.value
-    unconfirmable = rules.get("unconfirmable", {}).get(dest)
+    unconfirmable = rules.unconfirmable.get(dest)
     effective = effective_value(dest, info, rules)
     if effective is _MISSING:
         return FlagOutcome(requested.flag, dest, value, None, Status.NOT_REPORTED)
@@ -293,13 +279,13 @@ def _outcome(requested: Requested, info: Mapping[str, Any], by_topic: Mapping[st
         return FlagOutcome(requested.flag, dest, value, effective, Status.UNCONFIRMED, unconfirmable)
     if _matches(dest, value, effective, info, rules):
         return FlagOutcome(requested.flag, dest, value, effective, Status.OK)
-    because = " / ".join(by_topic.get(_topic(dest, rules), ())) or None
+    because = " / ".join(by_topic.get(rules.topic_of(dest), ())) or None
     return FlagOutcome(requested.flag, dest, value, effective, Status.OVERRIDDEN, because)
 
 
-def _matches(dest: str, value: Any, effective: Any, info: Mapping[str, Any], rules: Mapping[str, Any]) -> bool:
-    spec = rules.get("effective_fields", {}).get(dest, {})
-    if spec.get("nested"):
+def _matches(dest: str, value: Any, effective: Any, info: Mapping[str, Any], rules: SGLangRules) -> bool:
+    spec = rules.effective_fields.get(dest)
+    if spec is not None and spec.nested:
         nested = json.loads(value) if isinstance(value, str) else value
         return all(_same(v, lookup(effective, [phase, key]))
                    for phase, settings in (nested or {}).items() for key, v in settings.items())
@@ -307,17 +293,17 @@ def _matches(dest: str, value: Any, effective: Any, info: Mapping[str, Any], rul
 
 
 def _switched_off(requested: Mapping[str, Requested], info: Mapping[str, Any],
-                  by_topic: Mapping[str, list[str]], rules: Mapping[str, Any]) -> tuple[SwitchedOff, ...]:
+                  by_topic: Mapping[str, list[str]], rules: SGLangRules) -> tuple[SwitchedOff, ...]:
     out = []
-    for optimization in rules.get("default_optimizations", ()):
-        if optimization.get("device") not in (None, info.get("device")):
+    for optimization in rules.default_optimizations:
+        if optimization.device not in (None, info.get("device")):
             continue
-        if any(dest in requested for dest in optimization["unless_requested"]):
+        if any(dest in requested for dest in optimization.unless_requested):
             continue
-        values = [lookup(info, path) for path in optimization["paths"]]
-        if any(v is not _MISSING and any(_same(v, off) for off in optimization["off"]) for v in values):
-            because = " / ".join(by_topic.get(optimization["topic"], ())) or None
-            out.append(SwitchedOff(optimization["name"], because))
+        values = [lookup(info, path) for path in optimization.paths]
+        if any(v is not _MISSING and any(_same(v, off) for off in optimization.off) for v in values):
+            because = " / ".join(by_topic.get(optimization.topic, ())) or None
+            out.append(SwitchedOff(optimization.name, because))
     return tuple(out)
 
 
@@ -359,7 +345,7 @@ def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
 # Variants that measure the same thing -------------------------------------------------------------------
 
 
-def same_as(later: EffectiveConfig, earlier: EffectiveConfig, rules: Mapping[str, Any]) -> str | None:
+def same_as(later: EffectiveConfig, earlier: EffectiveConfig, rules: SGLangRules) -> str | None:
     """Why `later` measures nothing new compared with `earlier`, or None when its server ran differently.
 
     The variants differ in some flags; when each of those flags ran the same way on both servers, the later
@@ -368,7 +354,7 @@ def same_as(later: EffectiveConfig, earlier: EffectiveConfig, rules: Mapping[str
     dests = {d for d in later.requested.keys() | earlier.requested.keys()
              if d not in earlier.requested or d not in later.requested
              or not _same(_jsonable(earlier.requested[d]), _jsonable(later.requested[d]))}
-    dests -= set(rules.get("secret_fields", ()))
+    dests -= set(rules.secret_fields)
     if not dests or later.unavailable or earlier.unavailable:
         return None
     for dest in dests:

@@ -1,14 +1,16 @@
-"""Reading a running server's `GET /server_info` (SGLang's resolved configuration; see sglang-reference.md §5)."""
+"""Reading a running server's `GET /server_info` (SGLang's resolved configuration; see docs/sglang-0.5.23.md §5)."""
 
 from __future__ import annotations
 
 import json
 from typing import Any
 
+from pytest_sglang_perf.errors import SGLangPerfError
+
 SERVER_INFO_TIMEOUT = 30.0
 
 
-class ServerInfoError(Exception):
+class ServerInfoError(SGLangPerfError):
     """`/server_info` could not be read; the message says why."""
 
 
@@ -23,6 +25,7 @@ def fetch_server_info(base_url: str, api_key: str | None, timeout: float = SERVE
         with urllib.request.urlopen(request, timeout=timeout) as response:
             doc = json.loads(response.read())
     except urllib.error.HTTPError as exc:
+        exc.close()  # it holds the response's connection
         raise ServerInfoError(f"GET {base_url}/server_info answered HTTP {exc.code}") from None
     except (OSError, ValueError) as exc:
         raise ServerInfoError(f"GET {base_url}/server_info failed: {exc}") from None

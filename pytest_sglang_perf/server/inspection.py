@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
+from pytest_sglang_perf.server.boot import RunningServer
 from pytest_sglang_perf.server.effective import EffectiveConfig, evaluate, redact_info, same_as, unavailable
 from pytest_sglang_perf.server.info import ServerInfoError, fetch_server_info
-from pytest_sglang_perf.server.logscan import StartupFacts, first_rank_messages, startup_facts
+from pytest_sglang_perf.server.logscan import first_rank_messages
 from pytest_sglang_perf.server.plan import ServerPlan
-from pytest_sglang_perf.server.pool import RunningServer
-from pytest_sglang_perf.server.preflight import ArgParser, load_rules, requested_flags
 from pytest_sglang_perf.server.redaction import secret_values
+from pytest_sglang_perf.server.startup import StartupFacts, startup_facts
+from pytest_sglang_perf.sglang_facts.parsers import ArgParser
+from pytest_sglang_perf.sglang_facts.requested import requested_flags
+from pytest_sglang_perf.sglang_facts.rules import SGLangRules, load_rules
 
 
 def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: ArgParser,
@@ -35,7 +37,7 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
 
 
 def _with_duplicate(config: EffectiveConfig, earlier: Sequence[EffectiveConfig],
-                    rules: Mapping[str, Any]) -> EffectiveConfig:
+                    rules: SGLangRules) -> EffectiveConfig:
     for other in earlier:
         why = same_as(config, other, rules)
         if why is not None:

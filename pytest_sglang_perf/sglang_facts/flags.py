@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.sglang_facts.converters import converter
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flags.json"
@@ -35,7 +36,7 @@ _HIDDEN_DESTS = frozenset({"forward_pass_metrics_worker_id", "forward_pass_metri
 """Options SGLang registers with `help=argparse.SUPPRESS` (absent from its usage line; not in the flag table)."""
 
 
-class FlagTableError(Exception):
+class FlagTableError(SGLangPerfError):
     """The flag table is missing or malformed."""
 
 
@@ -74,13 +75,6 @@ class FlagTable:
     def from_dict(cls, data: Mapping[str, Any]) -> FlagTable:
         options = tuple(FlagSpec.from_dict(item) for item in data["options"])
         return cls(str(data.get("sglang_version", "unknown")), str(data.get("prog", "sglang serve")), options)
-
-    def defaults(self) -> dict[str, Any]:
-        """Every dest with its default, in the table's order (first option of a dest wins)."""
-        out: dict[str, Any] = {}
-        for spec in self.options:
-            out.setdefault(spec.dest, spec.default)
-        return out
 
 
 def load_flag_table(path: Path | str = DEFAULT_TABLE) -> FlagTable:

@@ -13,11 +13,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_sglang_perf.errors import SGLangPerfError
+
 _GIB = 1024**3
 GPU_TABLE = Path(__file__).resolve().parent / "data" / "gpus.json"
 
 
-class GpuTableError(ValueError):
+class GpuTableError(SGLangPerfError, ValueError):
     """The table is missing or malformed, or a name matches no GPU; the message names the file or the choices."""
 
 

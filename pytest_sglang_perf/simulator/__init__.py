@@ -5,8 +5,11 @@ resolves it as SGLang does, logs SGLang's startup lines, keeps its port closed w
 SGLang's health, info, cache, metrics, OpenAI chat and native generate endpoints. Requests share the steps of one
 continuous-batching scheduler loop whose step times come from a roofline model of the simulated GPU
 (`--sim-gpu`, `sglang_facts/data/gpus.json`) and the model's config.json, or from the `--sim-decode-tok-s` /
-`--sim-ttft` knobs. `--sim-fault` makes it fail the ways a real server fails (faults.py). Importing this package is
-cheap: aiohttp is imported only when the server runs.
+`--sim-ttft` knobs. `--sim-fault` makes it fail the ways a real server fails (args/faults.py). Importing this
+package is cheap: aiohttp is imported only when the server runs.
+
+Layers, each importing only those before it: `args/` (the command line, resolved), `engine/` (the scheduler),
+`api/` (HTTP), `process/` (the CLI and the server process); `logs.py` (SGLang's log lines) serves them all.
 """
 
 from __future__ import annotations

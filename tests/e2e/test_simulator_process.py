@@ -440,7 +440,7 @@ def scheduler_children_of(pid: int) -> list[psutil.Process]:
 
 def assert_killed_like_sglang(sim: Sim) -> str:
     """SGLang's launch-phase SIGQUIT handler: kill_process_tree(os.getpid()) ends with the main process's own
-    SIGKILL (reference §10); the scheduler child goes too."""
+    SIGKILL (docs/sglang-0.5.23.md §10); the scheduler child goes too."""
     assert sim.process.wait(timeout=10) == -signal.SIGKILL
     deadline = time.monotonic() + STOP_SECONDS
     while scheduler_children_of(sim.process.pid) and time.monotonic() < deadline:
@@ -454,7 +454,7 @@ def assert_killed_like_sglang(sim: Sim) -> str:
 
 
 def test_single_batch_overlap_on_an_sm90_gpu_kills_the_server_at_scheduler_init(launch: Launch) -> None:
-    """Reference §8.5, §11 item 15 (GPU-only: SM90): the scheduler raises before loading anything."""
+    """docs/sglang-0.5.23.md §8.5, §11 item 15 (GPU-only: SM90): the scheduler raises before loading anything."""
     sim = launch(*SEED_FLAGS, "--enable-single-batch-overlap", "--sim-gpu", "H100 SXM")
     log = assert_killed_like_sglang(sim)
     assert log.index("server_args=") < log.index("Scheduler hit an exception: Traceback (most recent call last):")

@@ -17,7 +17,10 @@ def test_measure_and_openai_client(pytester: pytest.Pytester) -> None:
             assert result.summaries["boot_seconds"].median == sglang_perf.server.boot_seconds > 0
             assert "accept_length" not in result.summaries  # no speculative algorithm in this matrix
 
+        CLIENTS = []
+
         def test_openai(sglang_perf):
+            CLIENTS.append(sglang_perf.openai)
             reply = sglang_perf.openai.chat.completions.create(
                 model=sglang_perf.model, messages=[{"role": "user", "content": "hi"}], max_tokens=12,
                 extra_body={"ignore_eos": True},
@@ -31,8 +34,11 @@ def test_measure_and_openai_client(pytester: pytest.Pytester) -> None:
             theirs = sglang_perf.cross_check("hi", max_tokens=24)
             assert theirs.sample.completion_tokens == ours.completion_tokens == 24
             assert theirs.sample.prompt_tokens == ours.prompt_tokens
+
+        def test_the_last_tests_openai_client_was_closed(sglang_perf):
+            assert CLIENTS and CLIENTS[0].is_closed()
     """)
-    pytester.runpytest("--sglang-simulate").assert_outcomes(passed=3)
+    pytester.runpytest("--sglang-simulate").assert_outcomes(passed=4)
 
 
 def test_speculative_server_reports_accept_length(pytester: pytest.Pytester) -> None:

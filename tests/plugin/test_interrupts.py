@@ -40,6 +40,9 @@ def _finish(proc: subprocess.Popen[str], sig: int) -> int:
         return proc.wait(timeout=30)
     finally:
         proc.kill()
+        proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
 
 
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])

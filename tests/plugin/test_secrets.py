@@ -43,6 +43,7 @@ def test_requests_without_the_key_are_refused_by_the_server(pytester: pytest.Pyt
         def test_k(sglang_perf):
             with pytest.raises(urllib.error.HTTPError) as info:
                 urllib.request.urlopen(sglang_perf.base_url + "/v1/models", timeout=5)
+            info.value.close()
             assert info.value.code == 401
     """)
     pytester.runpytest("--sglang-simulate").assert_outcomes(passed=1)

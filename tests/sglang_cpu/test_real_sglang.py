@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 import pytest
 
-from pytest_sglang_perf.server.logscan import startup_facts
+from pytest_sglang_perf.server.startup import startup_facts
 
 MAX_TOTAL_TOKENS = 32768
 """A small KV cache: SGLang on CPU otherwise sizes it to most of RAM (15 GB, 30 s to allocate)."""
@@ -305,7 +305,7 @@ _DECODE_LINE = re.compile(r"\] Decode batch, #running-req: (\d+), .*gen throughp
 
 def sglang_decode_rates(log: str) -> list[float]:
     """SGLang's own decode rate of each request in a server log, from its `Decode batch, ... gen throughput`
-    lines (sglang-reference.md §7.2; they say `cpu graph:` on CPU): the harmonic mean, i.e. tokens over time, of
+    lines (docs/sglang-0.5.23.md §7.2; they say `cpu graph:` on CPU): the harmonic mean, i.e. tokens over time, of
     the request's windows. A request starts at its `Prefill batch` line; its first window is skipped, since it
     also spans the prefill and the idle time before the request. Requests with fewer than 2 windows are left out.
     """

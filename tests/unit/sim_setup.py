@@ -1,4 +1,5 @@
-"""Building simulator parts in-process for unit tests: a resolved server, its engine, the seed scenario."""
+"""Simulator parts for unit tests, built the way the CLI builds them (engine/factory.py): a resolved server, its
+engine, the seed scenario. Models come as config.json dicts; boot waits are skipped; `SGLANG_SIM_*` is ignored."""
 
 from __future__ import annotations
 
@@ -8,17 +9,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.sglang_facts.flags import load_flag_table
-from pytest_sglang_perf.sglang_facts.gpus import Gpu, find_gpu
-from pytest_sglang_perf.simulator.args.command_line import build_parser
-from pytest_sglang_perf.simulator.args.memory import MemoryPlan, plan_memory
-from pytest_sglang_perf.simulator.args.model import ModelConfig, model_config_from_dict
-from pytest_sglang_perf.simulator.args.resolve import Resolution, resolve_args
-from pytest_sglang_perf.simulator.engine.engine import EngineSetup, SimEngine
+from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.simulator.args.knobs import KNOB_SPECS, Knobs
+from pytest_sglang_perf.simulator.args.model import ModelConfig
+from pytest_sglang_perf.simulator.args.resolve import Resolution
+from pytest_sglang_perf.simulator.args.server_config import read_command_line
+from pytest_sglang_perf.simulator.engine.engine import SimEngine
+from pytest_sglang_perf.simulator.engine.factory import build_engine
 from pytest_sglang_perf.simulator.engine.roofline import StepCosts
-from pytest_sglang_perf.simulator.process.boot import BootPlan, SchedulerBoot
-from pytest_sglang_perf.simulator.process.knobs import Knobs, knob_dests
-from pytest_sglang_perf.simulator.process.logs import SimLogger
+from pytest_sglang_perf.simulator.logs import SimLogger
 
 REPO = Path(__file__).resolve().parents[2]
 SEED_CONFIG = json.loads((REPO / "tests" / "perf" / "models" / "qwen3.6-27b" / "config.json").read_text())
@@ -27,20 +26,31 @@ SEED_FLAGS = ("--tp-size", "2", "--speculative-algorithm", "NEXTN", "--speculati
 LLAMA_1B = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 2048,
             "num_hidden_layers": 16, "num_attention_heads": 32, "num_key_value_heads": 8, "intermediate_size": 8192,
             "vocab_size": 128256, "max_position_embeddings": 131072, "eos_token_id": 128001}
+MODEL_PATH = "/models/m"
+
+
+def knob_flags(knobs: Knobs) -> list[str]:
+    """The `--sim-*` flags that set `knobs` (those that differ from the defaults)."""
+    flags: list[str] = []
+    for spec in KNOB_SPECS:
+        value = getattr(knobs, spec.name)
+        if value is not None and value != spec.default:
+            flags += [spec.flag, str(value)]
+    return flags
+
+
+def command_line(*flags: str, knobs: Knobs | None = None) -> list[str]:
+    return ["--model-path", MODEL_PATH, *flags, *knob_flags(knobs or Knobs())]
 
 
 def resolve(config: dict[str, Any], *flags: str, gpu: str | None = None) -> tuple[ModelConfig, Resolution, Gpu]:
-    model = model_config_from_dict("/models/m", config)
-    namespace = build_parser(load_flag_table()).parse_args(["--model-path", model.path, *flags])
-    raw = {k: v for k, v in vars(namespace).items() if k not in knob_dests()}
-    device = find_gpu(gpu)
-    return model, resolve_args(raw, model, device), device
+    knobs = Knobs() if gpu is None else Knobs(gpu=gpu)
+    server = read_command_line(command_line(*flags, knobs=knobs), model_config=config, environ={})
+    return server.model, server.resolution, server.gpu
 
 
 def costs(config: dict[str, Any], *flags: str, gpu: str | None = None) -> StepCosts:
-    model, resolution, device = resolve(config, *flags, gpu=gpu)
-    memory = plan_memory(resolution, model, device)
-    return StepCosts.build(model, resolution, device, memory.decode_capture_bs)
+    return engine(config, *flags, knobs=Knobs() if gpu is None else Knobs(gpu=gpu)).costs
 
 
 async def _no_sleep(seconds: float) -> None:
@@ -53,10 +63,6 @@ def quiet() -> SimLogger:
 
 def engine(config: dict[str, Any], *flags: str, knobs: Knobs | None = None,
            log: SimLogger | None = None) -> SimEngine:
-    knobs = knobs or Knobs()
-    model, resolution, device = resolve(config, *flags, gpu=knobs.gpu)
-    memory: MemoryPlan = plan_memory(resolution, model, device)
-    boot = SchedulerBoot(resolution, model, memory, BootPlan.split(0.0, resolution, True), quiet(), _no_sleep, device)
-    startup = asyncio.run(boot.run())
-    setup = EngineSetup(resolution, model, memory, knobs, device, startup, 0.0, " ".join(flags))
-    return SimEngine(setup, log or quiet())
+    """A booted engine (not started) for the model `config`, SGLang's `flags` and the `knobs`."""
+    return asyncio.run(build_engine(command_line(*flags, knobs=knobs), log=log or quiet(), sleep=_no_sleep,
+                                    model_config=config, environ={}))

@@ -1,6 +1,6 @@
 """effective: requested flags vs SGLang 0.5.23's `/server_info`, tied to SGLang's own log messages.
 
-The `/server_info` documents follow sglang-reference.md §5 (resolved args at the top level, the `cuda_graph_config`
+The `/server_info` documents follow docs/sglang-0.5.23.md §5 (resolved args at the top level, the `cuda_graph_config`
 plan, `internal_states` per DP rank), the log lines §7 and the adjustments with their messages §8.
 """
 
@@ -17,7 +17,6 @@ import pytest
 from pytest_sglang_perf.server.effective import (
     EffectiveConfig,
     FlagOutcome,
-    Requested,
     Status,
     SwitchedOff,
     evaluate,
@@ -26,8 +25,11 @@ from pytest_sglang_perf.server.effective import (
     topic_messages,
     unavailable,
 )
-from pytest_sglang_perf.server.logscan import StartupFacts, startup_facts, strip_prefix
-from pytest_sglang_perf.server.preflight import flag_table_parser, load_rules, requested_flags
+from pytest_sglang_perf.server.logscan import strip_prefix
+from pytest_sglang_perf.server.startup import StartupFacts, startup_facts
+from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
+from pytest_sglang_perf.sglang_facts.requested import Requested, requested_flags
+from pytest_sglang_perf.sglang_facts.rules import load_rules
 
 RULES = load_rules("0.5.23")
 API_KEY = "sk-perf-9f8e7d6c"
@@ -110,7 +112,7 @@ def test_flags_the_server_ran_as_requested_are_ok() -> None:
         ("--cuda-graph-backend-prefill", Status.OK), ("--cuda-graph-max-bs-decode", Status.OK),
         ("--mem-fraction-static", Status.OK), ("--cuda-graph-bs-decode", Status.OK)]
     assert outcome(config, "--cuda-graph-bs-decode").effective == [1, 2, 4]
-    assert config.problems == () and config.notes == () and config.verdict == "ok" and config.ok
+    assert config.problems == () and config.notes == () and config.verdict == "ok" and not config.problems
     assert outcome(config, "--cuda-graph-backend-prefill").describe() == "--cuda-graph-backend-prefill breakable: ok"
 
 
@@ -521,7 +523,7 @@ def test_to_dict_is_json_with_each_verdict() -> None:
     assert json.loads(json.dumps(clean.to_dict()))["flags"][0]["requested"] == [1, 2, 4]
     dup = json.loads(json.dumps(duplicate.to_dict()))
     assert (dup["verdict"], dup["warnings"]) == ("duplicate", ["measures nothing new: ..."])
-    assert duplicate.problems == () and duplicate.ok
+    assert duplicate.problems == () and not duplicate.problems
 
 
 def test_unavailable_configuration_is_a_problem_with_nothing_verified() -> None:

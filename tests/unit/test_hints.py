@@ -1,11 +1,11 @@
-"""Boot-failure hints from SGLang's own failure messages (texts as in sglang-reference.md)."""
+"""Boot-failure hints from SGLang's own failure messages (texts as in docs/sglang-0.5.23.md)."""
 
 from __future__ import annotations
 
 import pytest
 
 from pytest_sglang_perf.server.hints import boot_hints
-from pytest_sglang_perf.server.preflight import flag_table_parser
+from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
 
 
 @pytest.mark.parametrize(("line", "expected"), [

@@ -12,11 +12,11 @@ from typing import Any, ClassVar
 import pytest
 
 from pytest_sglang_perf.config.settings import Variant
+from pytest_sglang_perf.server.boot import RunningServer
 from pytest_sglang_perf.server.inspection import inspect_server
 from pytest_sglang_perf.server.logscan import first_rank_messages
 from pytest_sglang_perf.server.plan import ServerPlan
-from pytest_sglang_perf.server.pool import RunningServer
-from pytest_sglang_perf.server.preflight import flag_table_parser
+from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
 
 KEY = "sk-inspect-42"
 LOG = "\n".join([

@@ -1,6 +1,6 @@
 """launcher: real processes booting like SGLang 0.5.23, checked with psutil for leftovers.
 
-The fake server (written into tmp_path) follows sglang-reference.md §2.1 and §7.1: argparse first (exit 2 on a
+The fake server (written into tmp_path) follows docs/sglang-0.5.23.md §2.1 and §7.1: argparse first (exit 2 on a
 bad flag), log lines in SGLang's format while the port is still closed (loading weights, capturing graphs),
 then an HTTP server whose `/ready` and `/health` answer 503 until the warmup is done, then 200.
 """
@@ -32,8 +32,8 @@ from pytest_sglang_perf.server.launcher import (
     redact_argv,
     redact_file,
 )
-from pytest_sglang_perf.server.logscan import startup_facts
 from pytest_sglang_perf.server.ports import free_port
+from pytest_sglang_perf.server.startup import startup_facts
 
 FAKE_SERVER = r'''
 """Boots like `sglang serve` 0.5.23. Knobs: FAKE_MODE (ok|hang|no-ready|exit-after-args), FAKE_LOAD,

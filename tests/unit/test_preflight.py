@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sglang_perf.server.preflight import Level, check_variant, flag_table_parser
+from pytest_sglang_perf.server.preflight import Level, check_variant
+from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
 
 SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
         "--speculative-num-draft-tokens", "4"]

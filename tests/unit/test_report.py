@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sglang_perf.gate.compare import MetricCheck, Verdict, check_all
-from pytest_sglang_perf.gate.terminal import Cell, failure_message, format_value, summary_lines
+from pytest_sglang_perf.gate.compare import Cell, MetricCheck, Verdict, check_all
+from pytest_sglang_perf.gate.terminal import failure_message, format_value, summary_lines
 from pytest_sglang_perf.measurement.stats import Summary
 
 REFRESH = "pytest 'tests/perf/test_a.py::test_rbt[default]' --sglang-update-baselines"

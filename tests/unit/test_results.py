@@ -8,10 +8,10 @@ from typing import Any
 
 import pytest
 
-from pytest_sglang_perf.gate.compare import check_all
+from pytest_sglang_perf.gate.compare import Cell, check_all
 from pytest_sglang_perf.gate.results_file import write_results
-from pytest_sglang_perf.gate.terminal import Cell
-from pytest_sglang_perf.measurement.samples import RequestParams, Result, Sample
+from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 
 ENV = {"key": "simulated-gpu-qwen", "sglang": "0.5.23", "simulated": True}

@@ -18,8 +18,11 @@ from pytest_sglang_perf.server.describe import (
     warning_text,
 )
 from pytest_sglang_perf.server.effective import EffectiveConfig, evaluate, redact_info, unavailable
-from pytest_sglang_perf.server.logscan import GraphUse, StartupFacts, graph_use, startup_facts, strip_prefix
-from pytest_sglang_perf.server.preflight import flag_table_parser, load_rules, requested_flags
+from pytest_sglang_perf.server.logscan import strip_prefix
+from pytest_sglang_perf.server.startup import GraphUse, StartupFacts, graph_use, startup_facts
+from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
+from pytest_sglang_perf.sglang_facts.requested import requested_flags
+from pytest_sglang_perf.sglang_facts.rules import load_rules
 
 RULES = load_rules("0.5.23")
 MULTIMODAL = "Breakable CUDA graph is incompatible with multimodal model; disabling prefill CUDA graph."
@@ -41,7 +44,7 @@ NO_PREFILL_CAPTURE = [
 
 
 def boot_log(prefill: list[str], resolution: Sequence[str] = ()) -> str:
-    """A single-GPU boot (sglang-reference.md §7.1): resolution warnings first, then the startup lines."""
+    """A single-GPU boot (docs/sglang-0.5.23.md §7.1): resolution warnings first, then the startup lines."""
     messages = [
         *resolution,
         "server_args={'model_path': 'Qwen/Qwen3-8B', 'tp_size': 1}",
@@ -63,7 +66,7 @@ BOOT_LOG = boot_log(PREFILL_CAPTURE)
 
 
 def server_info(prefill: str = "breakable", **args: Any) -> dict[str, Any]:
-    """A single-GPU CUDA server's `/server_info` (sglang-reference.md §5), trimmed to what the report reads."""
+    """A single-GPU CUDA server's `/server_info` (docs/sglang-0.5.23.md §5), trimmed to what the report reads."""
     resolved = {"model_path": "Qwen/Qwen3-8B", "device": "cuda", "attn_dp_size": 1, "pp_size": 1,
                 "disable_overlap_schedule": False, "enable_nccl_nvls": False, "speculative_algorithm": None,
                 "speculative_num_steps": None, "speculative_eagle_topk": None, "speculative_num_draft_tokens": None,

@@ -18,9 +18,10 @@ from sim_setup import engine as make_engine
 
 from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE
 from pytest_sglang_perf.simulator.api.app import build_app
-from pytest_sglang_perf.simulator.engine.engine import PromptSpec, ServerStatus, SimEngine
-from pytest_sglang_perf.simulator.process.knobs import Knobs
-from pytest_sglang_perf.simulator.process.logs import SimLogger
+from pytest_sglang_perf.simulator.args.knobs import Knobs
+from pytest_sglang_perf.simulator.engine.engine import ServerStatus, SimEngine
+from pytest_sglang_perf.simulator.engine.requests import PromptSpec
+from pytest_sglang_perf.simulator.logs import SimLogger
 
 pytestmark = pytest.mark.skipif(not DEFAULT_TABLE.exists(), reason="the real SGLang flag table is not generated yet")
 
@@ -81,7 +82,7 @@ def test_health_is_503_until_ready() -> None:
 
 
 def test_api_key_guards_all_but_health_ready_and_metrics() -> None:
-    """Reference §2.2 (srt/utils/auth.py::decide_request_auth)."""
+    """docs/sglang-0.5.23.md §2.2 (srt/utils/auth.py::decide_request_auth)."""
 
     async def scenario(client: Client) -> None:
         for path in ("/v1/models", "/server_info", "/flush_cache"):
@@ -133,7 +134,7 @@ def test_spec_stream_chunks_match_verify_steps_and_feed_server_info() -> None:
         assert (await client.post("/flush_cache")).status == 200
         state = (await (await client.get("/server_info")).json())["internal_states"][0]
         assert "avg_spec_accept_length" not in state  # /flush_cache resets the speculative averages
-        assert state["last_gen_throughput"] > 0  # this one keeps its value (reference §11.6)
+        assert state["last_gen_throughput"] > 0  # this one keeps its value (docs/sglang-0.5.23.md §11.6)
 
     _run(_engine(*SPEC), scenario)
 
@@ -174,7 +175,7 @@ def test_continuous_usage_stats_count_up() -> None:
     _run(_engine(), scenario)
 
 
-# ---- native /generate (reference §4) ------------------------------------------------------------
+# ---- native /generate (docs/sglang-0.5.23.md §4) ------------------------------------------------
 
 
 def test_generate_streams_cumulative_text_and_spec_fields_only_at_the_end() -> None:
@@ -236,7 +237,7 @@ def test_generate_time_stats_with_metrics() -> None:
     _run(_engine("--enable-metrics"), scenario)
 
 
-# ---- /metrics (reference §6) --------------------------------------------------------------------
+# ---- /metrics (docs/sglang-0.5.23.md §6) --------------------------------------------------------
 
 
 def _samples(text: str, name: str) -> dict[str, float]:
@@ -282,8 +283,8 @@ def _prompt(tokens: int) -> PromptSpec:
 
 
 def test_concurrent_requests_share_each_step() -> None:
-    """Aggregate throughput grows with concurrency; each stream slows a little (reference §7.2: one step runs the
-    whole batch)."""
+    """Aggregate throughput grows with concurrency; each stream slows a little (docs/sglang-0.5.23.md §7.2: one step
+    runs the whole batch)."""
     engine = _engine(knobs=Knobs(decode_tok_s=400, ttft=0.0, boot_seconds=0.0))
 
     async def rates(concurrency: int) -> tuple[float, float]:

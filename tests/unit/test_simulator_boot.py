@@ -1,4 +1,5 @@
-"""Startup log lines (reference §2.1, §7.1), boot phase split and knobs, boot failures, log format, info payloads."""
+"""Startup log lines (docs/sglang-0.5.23.md §2.1, §7.1), boot phase split and knobs, boot failures, log format, info
+payloads."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ import pytest
 from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, engine, resolve
 
 from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, load_flag_table
+from pytest_sglang_perf.simulator.args.faults import Faults, parse_faults
+from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.memory import plan_memory
-from pytest_sglang_perf.simulator.process.boot import MSG_PREFILL_DISABLED, BootPlan, SchedulerBoot, engine_startup_line
-from pytest_sglang_perf.simulator.process.crash import MSG_SBO_SM90, SchedulerCrash
-from pytest_sglang_perf.simulator.process.faults import Faults, parse_faults
-from pytest_sglang_perf.simulator.process.knobs import Knobs
-from pytest_sglang_perf.simulator.process.logs import SimLogger, rank_prefixes
+from pytest_sglang_perf.simulator.engine.boot import MSG_PREFILL_DISABLED, BootPlan, SchedulerBoot, engine_startup_line
+from pytest_sglang_perf.simulator.engine.crash import MSG_SBO_SM90, SchedulerCrash
+from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
 
 pytestmark = pytest.mark.skipif(not DEFAULT_TABLE.exists(), reason="the real SGLang flag table is not generated yet")
 
@@ -94,7 +95,7 @@ def test_spec_boot_loads_both_models_before_the_kv_cache_then_captures_everythin
 
 
 def test_sbo_fails_scheduler_init_on_sm90_before_loading() -> None:
-    """Reference §8.5 / §11.15: layers/moe/utils.py::initialize_moe_config raises on SM90."""
+    """docs/sglang-0.5.23.md §8.5 / §11.15: layers/moe/utils.py::initialize_moe_config raises on SM90."""
     boot, stream, _ = _boot(*SEED_FLAGS, "--enable-single-batch-overlap", config=SEED_CONFIG, gpu="H100 SXM")
     with pytest.raises(SchedulerCrash) as crash:
         asyncio.run(boot.run())
@@ -188,7 +189,7 @@ def test_logger_levels_and_uvicorn_format() -> None:
 def test_server_info_payload() -> None:
     sim = engine(LLAMA_1B, "--speculative-algorithm", "NEXTN")
     info = sim.server_info()
-    assert set(load_flag_table().defaults()) - {"config"} <= set(info)  # --config is not a ServerArgs field
+    assert {spec.dest for spec in load_flag_table().options} - {"config"} <= set(info)  # --config: no ServerArgs field
     assert info["speculative_algorithm"] == "EAGLE" and info["max_running_requests"] == 48
     assert (info["version"], info["status"], info["max_total_num_tokens"]) == ("0.5.23", "ready",
                                                                                sim.setup.memory.kv_tokens)

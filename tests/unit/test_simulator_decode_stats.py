@@ -1,4 +1,4 @@
-"""The scheduler's batch statistics: `Decode batch` / `Prefill batch` lines (reference §7.2, §7.3),
+"""The scheduler's batch statistics: `Decode batch` / `Prefill batch` lines (docs/sglang-0.5.23.md §7.2, §7.3),
 last_gen_throughput and avg_spec_accept_length (§5.2)."""
 
 from __future__ import annotations

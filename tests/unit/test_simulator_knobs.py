@@ -8,8 +8,8 @@ import dataclasses
 import pytest
 
 from pytest_sglang_perf.simulator import main
-from pytest_sglang_perf.simulator.process.faults import Faults
-from pytest_sglang_perf.simulator.process.knobs import KNOB_SPECS, KnobError, Knobs, add_knob_arguments, resolve_knobs
+from pytest_sglang_perf.simulator.args.faults import Faults
+from pytest_sglang_perf.simulator.args.knobs import KNOB_SPECS, KnobError, Knobs, add_knob_arguments, resolve_knobs
 
 
 def _parse(argv: list[str]) -> argparse.Namespace:

@@ -1,4 +1,4 @@
-"""Chat-completions JSON shapes, compared with SGLang 0.5.23's (sglang-reference.md §3, protocol.py)."""
+"""Chat-completions JSON shapes, compared with SGLang 0.5.23's (docs/sglang-0.5.23.md §3, protocol.py)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ from pytest_sglang_perf.simulator.api.protocol import (
     DONE,
     ChatRequest,
     ChunkEncoder,
-    Outcome,
     RequestError,
     check_content_type,
     check_request,
@@ -20,6 +19,7 @@ from pytest_sglang_perf.simulator.api.protocol import (
     spec_tokens_details,
     usage_dict,
 )
+from pytest_sglang_perf.simulator.engine.requests import Outcome
 
 CHUNK_KEYS = ["id", "object", "created", "model", "choices"]
 CHOICE_KEYS = ["index", "delta", "logprobs", "finish_reason", "matched_stop"]

@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, load_flag_table
 from pytest_sglang_perf.sglang_facts.gpus import H100_80GB
-from pytest_sglang_perf.simulator.args.command_line import build_parser
+from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs
 from pytest_sglang_perf.simulator.args.memory import effective_max_running_requests, plan_memory
 from pytest_sglang_perf.simulator.args.model import (
     ModelConfig,
@@ -26,7 +25,6 @@ from pytest_sglang_perf.simulator.args.speculative import (
     SpecConfig,
     draft_architecture,
 )
-from pytest_sglang_perf.simulator.process.knobs import knob_dests
 
 pytestmark = pytest.mark.skipif(not DEFAULT_TABLE.exists(), reason="the real SGLang flag table is not generated yet")
 
@@ -42,8 +40,7 @@ def model() -> ModelConfig:
 
 
 def _resolve(model: ModelConfig, *flags: str) -> Resolution:
-    namespace = build_parser(load_flag_table()).parse_args(["--model-path", model.path, *flags])
-    raw: dict[str, Any] = {k: v for k, v in vars(namespace).items() if k not in knob_dests()}
+    raw, _knobs = parse_args_and_knobs(load_flag_table(), ["--model-path", model.path, *flags], {})
     return resolve_args(raw, model, H100_80GB)
 
 
@@ -181,14 +178,14 @@ def _vl(architecture: str) -> ModelConfig:
 ], ids=["qwen2.5-vl", "qwen3.5", "explicit-backend-locks", "language-model-only-allowed", "language-only", "gemma3",
         "gemma3-multimodal"])
 def test_multimodal_prefill_graph_rule(architecture: str, flags: list[str], prefill: str, logged: bool) -> None:
-    """Reference §8.1 item 2: the `multimodal model` rule, its 0.5.23 allow-list, and its lock."""
+    """docs/sglang-0.5.23.md §8.1 item 2: the `multimodal model` rule, its 0.5.23 allow-list, and its lock."""
     res = _resolve(_vl(architecture), *flags)
     assert res.cuda_graph.prefill.backend == res["cuda_graph_config"]["prefill"]["backend"] == prefill
     assert (MSG_MULTIMODAL in res.messages) is logged
 
 
 def test_language_only_without_encoder_urls_only_logs() -> None:
-    """Reference §8.5: not an error since 0.5.23, one log line."""
+    """docs/sglang-0.5.23.md §8.5: not an error since 0.5.23, one log line."""
     res = _resolve(_vl("Qwen3_5ForConditionalGeneration"), "--language-only")
     assert res.messages == (MSG_LANGUAGE_ONLY,)
     assert _resolve(_vl("Qwen3_5ForConditionalGeneration"), "--language-only", "--encoder-urls",

@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, costs, engine
 
+from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.speculative import SpecConfig
-from pytest_sglang_perf.simulator.engine.engine import PromptSpec, SimEngine
+from pytest_sglang_perf.simulator.engine.engine import SimEngine
+from pytest_sglang_perf.simulator.engine.requests import PromptSpec
 from pytest_sglang_perf.simulator.engine.schedule import (
     Acceptance,
     Pacing,
@@ -21,7 +23,6 @@ from pytest_sglang_perf.simulator.engine.schedule import (
     jitter_factor,
     plan_tokens,
 )
-from pytest_sglang_perf.simulator.process.knobs import Knobs
 
 SPEC = SpecConfig("EAGLE", num_steps=3, eagle_topk=1, num_draft_tokens=4)
 

@@ -11,14 +11,9 @@ from typing import Any
 import psutil
 import pytest
 
-from pytest_sglang_perf.gate.store import (
-    SCHEMA_VERSION,
-    BaselineEntry,
-    BaselineFileError,
-    BaselineStore,
-    environment_key_slug,
-    lock_path,
-)
+from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError
+from pytest_sglang_perf.gate.jsonfile import lock_path
+from pytest_sglang_perf.gate.store import BaselineStore, environment_key_slug
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 

@@ -1,5 +1,6 @@
 """The HTTP API (aiohttp): SGLang 0.5.23's health, info, cache, metrics, chat and native generate endpoints
-(reference §2.2, §3, §4, §5, §6). Generation goes through the engine's batcher (chat_api.py, generate_api.py).
+(docs/sglang-0.5.23.md §2.2, §3, §4, §5, §6). Generation goes through the engine's batcher (chat_api.py,
+generate_api.py).
 
 Auth follows srt/utils/auth.py::decide_request_auth: with `--api-key` (or `--admin-api-key`) every endpoint needs
 `Authorization: Bearer <key>` except paths starting with `/health`, `/ready`, `/metrics`; `/flush_cache` is
@@ -18,10 +19,11 @@ from aiohttp.abc import AbstractAccessLogger
 
 from pytest_sglang_perf.simulator.api.chat_api import chat_completions
 from pytest_sglang_perf.simulator.api.generate_api import generate
-from pytest_sglang_perf.simulator.api.prometheus import CONTENT_TYPE
+from pytest_sglang_perf.simulator.api.prometheus import CONTENT_TYPE, SimMetrics
+from pytest_sglang_perf.simulator.api.serving import METRICS, metrics_of
 from pytest_sglang_perf.simulator.api.web_util import json_response
 from pytest_sglang_perf.simulator.engine.engine import SimEngine
-from pytest_sglang_perf.simulator.process.logs import SimLogger
+from pytest_sglang_perf.simulator.logs import SimLogger
 
 ENGINE = web.AppKey("engine", SimEngine)
 ACTIVE = web.AppKey("active_requests", set)
@@ -54,7 +56,8 @@ def build_app(engine: SimEngine) -> web.Application:
     app.router.add_post("/v1/chat/completions", _chat)
     app.router.add_route("POST", "/generate", _generate)
     app.router.add_route("PUT", "/generate", _generate)
-    if engine.metrics is not None:
+    if args.get("enable_metrics"):
+        app[METRICS] = SimMetrics.for_server(engine.setup.resolution)
         app.router.add_get("/metrics", _metrics)
     return app
 
@@ -75,11 +78,11 @@ def access_logger_class(log: SimLogger) -> type[AbstractAccessLogger]:
 @web.middleware
 async def _tracking_middleware(request: web.Request, handler: Handler) -> web.StreamResponse:
     """Registers the request for shutdown (cancelled on exit) and counts it in the HTTP metrics."""
-    engine = request.app[ENGINE]
+    metrics = metrics_of(request)
     task = asyncio.current_task()
     request.app[ACTIVE].add(task)
-    if engine.metrics is not None:
-        engine.metrics.http_started(request.path, request.method)
+    if metrics is not None:
+        metrics.http_started(request.path, request.method)
     status = 500
     try:
         response = await handler(request)
@@ -87,8 +90,8 @@ async def _tracking_middleware(request: web.Request, handler: Handler) -> web.St
         return response
     finally:
         request.app[ACTIVE].discard(task)
-        if engine.metrics is not None:
-            engine.metrics.http_finished(request.path, request.method, status)
+        if metrics is not None:
+            metrics.http_finished(request.path, request.method, status)
 
 
 def _auth_middleware(api_key: str | None, admin_api_key: str | None) -> Any:
@@ -154,7 +157,7 @@ async def _model(request: web.Request) -> web.Response:
 
 
 async def _flush_cache(request: web.Request) -> web.Response:
-    """Acts only when the scheduler is idle; `?timeout=<s>` waits that long for idle (reference §2.2)."""
+    """Acts only when the scheduler is idle; `?timeout=<s>` waits that long for idle (docs/sglang-0.5.23.md §2.2)."""
     try:
         timeout = float(request.query.get("timeout", "0") or 0)
     except ValueError:
@@ -167,9 +170,8 @@ async def _flush_cache(request: web.Request) -> web.Response:
 
 
 async def _metrics(request: web.Request) -> web.Response:
-    metrics = request.app[ENGINE].metrics
-    assert metrics is not None
-    return web.Response(body=metrics.render().encode(), headers={"Content-Type": CONTENT_TYPE})
+    text = request.app[METRICS].render(request.app[ENGINE].metrics_snapshot())
+    return web.Response(body=text.encode(), headers={"Content-Type": CONTENT_TYPE})
 
 
 async def _chat(request: web.Request) -> web.StreamResponse:

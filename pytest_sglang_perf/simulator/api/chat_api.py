@@ -1,4 +1,4 @@
-"""`POST /v1/chat/completions` (reference §3): streamed and not, through the batcher.
+"""`POST /v1/chat/completions` (docs/sglang-0.5.23.md §3): streamed and not, through the batcher.
 
 Streamed, each completed step is its own SSE chunk; when several steps completed since the handler last ran (a
 late wake-up, or a fast schedule), they go out in one socket write.
@@ -34,7 +34,8 @@ from pytest_sglang_perf.simulator.api.serving import (
 )
 from pytest_sglang_perf.simulator.api.web_util import json_response
 from pytest_sglang_perf.simulator.engine.content import estimate_prompt_tokens, prompt_digest
-from pytest_sglang_perf.simulator.engine.engine import Generation, PromptSpec, SimEngine
+from pytest_sglang_perf.simulator.engine.engine import SimEngine
+from pytest_sglang_perf.simulator.engine.requests import Generation, PromptSpec
 
 
 async def chat_completions(request: web.Request, engine: SimEngine) -> web.StreamResponse:
@@ -67,7 +68,7 @@ async def _complete(request: web.Request, engine: SimEngine, chat: ChatRequest, 
         await until_finished(ticket)
     finally:
         ticket.abort()
-    observe_finished(engine, generation, Timing(start, ticket), streaming=False)
+    observe_finished(request, generation, Timing(start, ticket), streaming=False)
     body = completion_response(generation.rid, generation.created, chat, "".join(generation.texts),
                                generation.outcome, _cache_report(engine), _weight_version(engine))
     if engine.faults.no_usage:
@@ -100,7 +101,7 @@ async def _stream(request: web.Request, engine: SimEngine, chat: ChatRequest, ge
         pass
     finally:
         ticket.abort()
-    observe_finished(engine, generation, Timing(start, ticket), streaming=True)
+    observe_finished(request, generation, Timing(start, ticket), streaming=True)
     return response
 
 

@@ -1,4 +1,5 @@
-"""Native `POST /generate` (reference §4): the request fields the simulator reads and SGLang's response objects.
+"""Native `POST /generate` (docs/sglang-0.5.23.md §4): the request fields the simulator reads and SGLang's response
+objects.
 
 A single prompt (`text` or `input_ids`) gives one object, a list of prompts a list (non-streamed). Streamed, each
 scheduler output is `data: {"text", "output_ids", "meta_info"}` with the text and ids so far (cumulative; with
@@ -15,7 +16,8 @@ from typing import Any
 
 import orjson
 
-from pytest_sglang_perf.simulator.api.protocol import Outcome, RequestError
+from pytest_sglang_perf.simulator.api.protocol import RequestError
+from pytest_sglang_perf.simulator.engine.requests import Outcome
 
 DEFAULT_MAX_NEW_TOKENS = 128
 """sampling/sampling_params.py::SamplingParams.max_new_tokens."""
@@ -122,7 +124,7 @@ def meta_info(rid: str, outcome: Outcome, completion_tokens: int, weight_version
 
 
 def spec_meta_info(outcome: Outcome) -> dict[str, Any]:
-    """Only with a speculative algorithm and at least one verify step (reference §4.1)."""
+    """Only with a speculative algorithm and at least one verify step (docs/sglang-0.5.23.md §4.1)."""
     proposed = outcome.verify_ct * (outcome.num_draft_tokens - 1)
     if outcome.verify_ct <= 0 or proposed <= 0:
         return {}

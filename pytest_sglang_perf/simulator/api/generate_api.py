@@ -1,4 +1,4 @@
-"""`POST /generate` (reference §4), streamed and not, through the batcher.
+"""`POST /generate` (docs/sglang-0.5.23.md §4), streamed and not, through the batcher.
 
 With `--enable-metrics`, meta_info also carries SGLang's request time stats: the scheduler's (`queue_time`,
 `forward_entry_time`, `prefill_finished_time`, storage waits) in every object, the tokenizer's
@@ -24,7 +24,7 @@ from pytest_sglang_perf.simulator.api.generate import (
     parse_generate_request,
     sse,
 )
-from pytest_sglang_perf.simulator.api.protocol import DONE, RequestError
+from pytest_sglang_perf.simulator.api.protocol import DONE, RequestError, check_prompt_fits
 from pytest_sglang_perf.simulator.api.serving import (
     Injected500,
     Timing,
@@ -35,7 +35,8 @@ from pytest_sglang_perf.simulator.api.serving import (
     until_finished,
 )
 from pytest_sglang_perf.simulator.api.web_util import json_response
-from pytest_sglang_perf.simulator.engine.engine import Generation, PromptSpec, SimEngine
+from pytest_sglang_perf.simulator.engine.engine import SimEngine
+from pytest_sglang_perf.simulator.engine.requests import Generation, PromptSpec
 
 
 async def generate(request: web.Request, engine: SimEngine) -> web.StreamResponse:
@@ -51,12 +52,12 @@ async def generate(request: web.Request, engine: SimEngine) -> web.StreamRespons
         return json_response(error_object(str(exc)), status=500)
     if parsed.stream:
         return await _stream(request, engine, generations[0], start)
-    return await _complete(engine, parsed, generations, start)
+    return await _complete(request, engine, parsed, generations, start)
 
 
 def _prompt(parsed: GenerateRequest, index: int, engine: SimEngine) -> PromptSpec:
     tokens = parsed.prompt_tokens(index)
-    engine.check_prompt_fits(tokens)
+    check_prompt_fits(tokens, engine.setup.resolution.context_len)
     return PromptSpec(parsed.digest_text(index), tokens, parsed.max_new_tokens, parsed.min_new_tokens,
                       parsed.ignore_eos, None)
 
@@ -75,8 +76,8 @@ class _Clock:
         return loop_time + self.offset
 
 
-async def _complete(engine: SimEngine, parsed: GenerateRequest, generations: Sequence[Generation],
-                    start: float) -> web.Response:
+async def _complete(request: web.Request, engine: SimEngine, parsed: GenerateRequest,
+                    generations: Sequence[Generation], start: float) -> web.Response:
     tickets = [engine.submit(generation) for generation in generations]
     try:
         for ticket in tickets:
@@ -87,7 +88,7 @@ async def _complete(engine: SimEngine, parsed: GenerateRequest, generations: Seq
     objects = []
     for generation, ticket in zip(generations, tickets, strict=True):
         timing = Timing(start, ticket)
-        observe_finished(engine, generation, timing, streaming=False)
+        observe_finished(request, generation, timing, streaming=False)
         objects.append(_object(engine, generation, timing, len(generation.plan.step_tokens), final=True,
                                streamed=False))
     return json_response(objects if parsed.batch else objects[0])
@@ -116,7 +117,7 @@ async def _stream(request: web.Request, engine: SimEngine, generation: Generatio
         pass
     finally:
         ticket.abort()
-    observe_finished(engine, generation, timing, streaming=True)
+    observe_finished(request, generation, timing, streaming=True)
     return response
 
 
@@ -133,7 +134,7 @@ def _object(engine: SimEngine, generation: Generation, timing: Timing, steps: in
     if not final:
         info.pop("weight_versions")
     return output_object(text, ids, _with_time_stats(info, timing, final, streamed and steps == 1, streamed,
-                                                     engine.metrics is not None))
+                                                     bool(engine.setup.resolution.args.get("enable_metrics"))))
 
 
 def _with_time_stats(info: dict[str, Any], timing: Timing, final: bool, first: bool, streamed: bool,

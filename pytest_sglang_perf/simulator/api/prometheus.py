@@ -1,10 +1,14 @@
-"""`GET /metrics` with `--enable-metrics` (reference §6): the SGLang 0.5.23 metric families a client may read.
+"""`GET /metrics` with `--enable-metrics` (docs/sglang-0.5.23.md §6): the SGLang 0.5.23 metric families a client may
+read.
 
 Names, types, HELP texts, label names and histogram buckets are SGLang's (srt/observability/metrics_collector.py,
 http_request_metrics.py; tests/sglang_cpu/contract holds them to a real server). Scheduler families carry
 `engine_type, model_name, moe_ep_rank, pp_rank, tp_rank` (rank 0 only exports them), tokenizer families
 `engine_type, model_name` (+ `is_streaming`). Rendered in the Prometheus text format, labels sorted by name as
 SGLang's multiprocess collector writes them. A family with no sample yet is not rendered.
+
+The tokenizer-side families move with the HTTP requests (`SimMetrics`' events); the scheduler-side ones (and the
+startup times) come from the engine's frozen snapshot (engine/scheduler_metrics.py), read at each render.
 """
 
 from __future__ import annotations
@@ -12,12 +16,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.simulator.args.resolve import Resolution
-
-if TYPE_CHECKING:
-    from pytest_sglang_perf.simulator.engine.engine import SimEngine
+from pytest_sglang_perf.simulator.engine.scheduler_metrics import SchedulerSnapshot
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 ENGINE_TYPE = "unified"
@@ -26,8 +27,6 @@ LATENCY_BUCKETS = (0.1, 0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0, 10.0, 20.0,
 E2E_BUCKETS = (*LATENCY_BUCKETS, 600.0, 1200.0, 1800.0, 2400.0)
 TOKEN_LATENCY_BUCKETS = (0.002, 0.004, 0.006, 0.008, 0.01, 0.015, 0.02, 0.025, 0.03, 0.035, 0.04, 0.06, 0.08, 0.1,
                          0.2, 0.4, 0.6, 0.8, 1.0, 2.0, 4.0, 6.0, 8.0)
-GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_decode", "draft_extend")
-STARTUP_PHASES = ("load_weight", "kv_cache_allocation", "scheduler_e2e")
 
 Labels = tuple[tuple[str, str], ...]
 
@@ -41,6 +40,12 @@ class Family:
     buckets: tuple[float, ...] = ()
     values: dict[Labels, float] = field(default_factory=dict)
     observations: dict[Labels, list[float]] = field(default_factory=dict)
+
+    @classmethod
+    def named(cls, name: str) -> Family:
+        """An empty family of the table below."""
+        kind, help_text, buckets = _SPECS[name]
+        return cls(name, kind, help_text, buckets)
 
     def set(self, labels: Mapping[str, str], value: float) -> None:
         self.values[_key(labels)] = float(value)
@@ -131,12 +136,15 @@ _FAMILIES: tuple[tuple[str, str, str, tuple[float, ...]], ...] = (
 )
 
 
+_SPECS = {name: (kind, help_text, buckets) for name, kind, help_text, buckets in _FAMILIES}
+
+
 class SimMetrics:
-    """The metric families of one server and the events that move them."""
+    """The metric families of one server: the HTTP side's events move the tokenizer families; `render` adds the
+    scheduler's from the engine's snapshot."""
 
     def __init__(self, model_name: str) -> None:
-        self.families = {name: Family(name, kind, help_text, buckets)
-                         for name, kind, help_text, buckets in _FAMILIES}
+        self.families = {name: Family.named(name) for name in _SPECS}
         self.tokenizer = {"engine_type": ENGINE_TYPE, "model_name": model_name}
         self.scheduler = {**self.tokenizer, "moe_ep_rank": "0", "pp_rank": "0", "tp_rank": "0"}
 
@@ -147,53 +155,16 @@ class SimMetrics:
     def __getitem__(self, name: str) -> Family:
         return self.families["sglang:" + name]
 
-    def render(self) -> str:
-        lines = [line for family in self.families.values() for line in family.render()]
+    def render(self, scheduler: SchedulerSnapshot | None) -> str:
+        """Every family with a sample, in the table's order; `scheduler` is None before the engine started."""
+        published = _Publisher(self.tokenizer, self.scheduler)
+        if scheduler is not None:
+            published.snapshot(scheduler)
+        families = (published.families.get(name, family) for name, family in self.families.items())
+        lines = [line for family in families for line in family.render()]
         return "\n".join(lines) + "\n"
 
     # -- events ------------------------------------------------------------------------------------
-
-    def startup(self, engine: SimEngine) -> None:
-        setup = engine.setup
-        memory, startup = setup.memory, setup.scheduler_startup
-        values = {"max_total_num_tokens": memory.kv_tokens, "context_len": setup.resolution.context_len,
-                  "weight_memory_usage_gb": memory.weight_gib, "kv_cache_memory_usage_gb": 2 * memory.kv_gib_each,
-                  "startup_available_gpu_memory_gb": memory.final_gib}
-        for name, value in values.items():
-            self[name].set(self.scheduler, value)
-        graph_memory = engine.internal_state()["memory_usage"]["graph"]
-        for phase in GRAPH_PHASES:
-            self["graph_memory_usage_gb"].set({**self.scheduler, "phase": phase}, graph_memory.get(phase, 0.0))
-            self["startup_cuda_graph_time_seconds"].set({**self.tokenizer, "phase": phase},
-                                                        startup.cuda_graph.get(phase, 0.0))
-        times = {"load_weight": startup.load_weight, "kv_cache_allocation": startup.kv_cache_allocation,
-                 "scheduler_e2e": startup.scheduler_e2e, "tokenizer_e2e": setup.tokenizer_e2e}
-        for phase, seconds in times.items():
-            self["startup_time_seconds"].set({**self.tokenizer, "phase": phase}, seconds)
-        self.scheduler_update(engine)
-
-    def scheduler_update(self, engine: SimEngine) -> None:
-        """Gauges SGLang refreshes with each prefill batch and decode window."""
-        batcher, stats = engine.batcher, engine.stats
-        running_tokens = batcher.running_tokens
-        gauges = {"num_running_reqs": batcher.running, "num_queue_reqs": batcher.queued,
-                  "gen_throughput": stats.last_gen_throughput, "cache_hit_rate": 0.0,
-                  "token_usage": round(running_tokens / max(1, stats.max_total_tokens), 2),
-                  "num_used_tokens": running_tokens,
-                  "spec_accept_length": stats.last_accept_length or 0.0,
-                  "spec_accept_rate": stats.last_accept_rate or 0.0,
-                  "is_cuda_graph": float(engine.costs.uses_decode_graph(batcher.running))}
-        spec = engine.setup.resolution.spec
-        gauges["spec_num_steps"] = spec.num_steps if spec is not None else 0
-        gauges["spec_num_draft_tokens"] = spec.num_draft_tokens if spec is not None else 0
-        for name, value in gauges.items():
-            self[name].set(self.scheduler, value)
-
-    def forward(self, kind: str, graph: bool, tokens: int) -> None:
-        """One prefill or decode forward pass of `tokens` new tokens."""
-        self["cuda_graph_passes_total"].inc({**self.scheduler, "mode": f"{kind}_{'cuda_graph' if graph else 'none'}"})
-        mode = "prefill_compute" if kind == "prefill" else "decode"
-        self["realtime_tokens_total"].inc({**self.scheduler, "mode": mode}, tokens)
 
     def first_token(self, ttft: float, streaming: bool) -> None:
         self["time_to_first_token_seconds"].observe(self._streaming(streaming), ttft)
@@ -226,3 +197,50 @@ class SimMetrics:
 
     def _streaming(self, streaming: bool) -> dict[str, str]:
         return {**self.tokenizer, "is_streaming": "true" if streaming else "false"}
+
+
+class _Publisher:
+    """The scheduler-side families of one snapshot."""
+
+    def __init__(self, tokenizer: Mapping[str, str], scheduler: Mapping[str, str]) -> None:
+        self.tokenizer, self.scheduler = tokenizer, scheduler
+        self.families: dict[str, Family] = {}
+
+    def set(self, name: str, labels: Mapping[str, str], value: float) -> None:
+        full = "sglang:" + name
+        self.families.setdefault(full, Family.named(full)).set(labels, value)
+
+    def snapshot(self, snapshot: SchedulerSnapshot) -> None:
+        self.startup(snapshot)
+        self.gauges(snapshot)
+        for (kind, graph), passes in snapshot.forward_passes.items():
+            mode = f"{kind}_{'cuda_graph' if graph else 'none'}"
+            self.set("cuda_graph_passes_total", {**self.scheduler, "mode": mode}, passes)
+        for kind, tokens in snapshot.forward_tokens.items():
+            mode = "prefill_compute" if kind == "prefill" else "decode"
+            self.set("realtime_tokens_total", {**self.scheduler, "mode": mode}, tokens)
+
+    def startup(self, snapshot: SchedulerSnapshot) -> None:
+        startup = snapshot.startup
+        values = {"max_total_num_tokens": startup.max_total_num_tokens, "context_len": startup.context_len,
+                  "weight_memory_usage_gb": startup.weight_gib, "kv_cache_memory_usage_gb": startup.kv_cache_gib,
+                  "startup_available_gpu_memory_gb": startup.available_gib}
+        for name, value in values.items():
+            self.set(name, self.scheduler, value)
+        for phase, gib in startup.graph_gib.items():
+            self.set("graph_memory_usage_gb", {**self.scheduler, "phase": phase}, gib)
+        for phase, seconds in startup.graph_seconds.items():
+            self.set("startup_cuda_graph_time_seconds", {**self.tokenizer, "phase": phase}, seconds)
+        for phase, seconds in startup.phase_seconds.items():
+            self.set("startup_time_seconds", {**self.tokenizer, "phase": phase}, seconds)
+
+    def gauges(self, snapshot: SchedulerSnapshot) -> None:
+        """Gauges SGLang refreshes with each prefill batch and decode window."""
+        gauges = snapshot.gauges
+        values = {"num_running_reqs": gauges.running, "num_queue_reqs": gauges.queued,
+                  "gen_throughput": gauges.gen_throughput, "cache_hit_rate": 0.0, "token_usage": gauges.token_usage,
+                  "num_used_tokens": gauges.used_tokens, "spec_accept_length": gauges.accept_length,
+                  "spec_accept_rate": gauges.accept_rate, "is_cuda_graph": float(gauges.graph),
+                  "spec_num_steps": gauges.spec_num_steps, "spec_num_draft_tokens": gauges.spec_num_draft_tokens}
+        for name, value in values.items():
+            self.set(name, self.scheduler, value)

@@ -13,6 +13,8 @@ from typing import Any
 
 import orjson
 
+from pytest_sglang_perf.simulator.engine.requests import Outcome
+
 DONE = b"data: [DONE]\n\n"
 _SSE_END = b"\n\n"
 
@@ -112,9 +114,7 @@ def check_request(chat: ChatRequest, prompt_tokens: int, context_len: int) -> No
     if chat.max_tokens is not None and chat.max_tokens > context_len:
         raise RequestError(f"max_completion_tokens is too large: {chat.max_tokens}."
                            f"This model supports at most {context_len} completion tokens.")
-    if prompt_tokens >= context_len:
-        raise RequestError(f"The input ({prompt_tokens} tokens) is longer than the model's context length "
-                           f"({context_len} tokens).")
+    check_prompt_fits(prompt_tokens, context_len)
     if chat.max_tokens is not None and chat.max_tokens + prompt_tokens > context_len:
         raise RequestError(
             f"Requested token count exceeds the model's maximum context length of {context_len} tokens. "
@@ -123,18 +123,11 @@ def check_request(chat: ChatRequest, prompt_tokens: int, context_len: int) -> No
             "number of tokens in the input messages or the completion to fit within the limit.")
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """What a finished request reports: token counts, finish reason and speculative statistics."""
-
-    prompt_tokens: int
-    completion_tokens: int
-    finish_reason: str
-    matched_stop: int | None
-    verify_ct: int
-    correct_drafts: int
-    correct_drafts_histogram: tuple[int, ...]
-    num_draft_tokens: int
+def check_prompt_fits(prompt_tokens: int, context_len: int) -> None:
+    """tokenizer_manager.py: a prompt must leave room for one output token (chat and /generate alike)."""
+    if prompt_tokens >= context_len:
+        raise RequestError(f"The input ({prompt_tokens} tokens) is longer than the model's context length "
+                           f"({context_len} tokens).")
 
 
 def usage_dict(outcome: Outcome, cache_report: bool) -> dict[str, Any]:

@@ -1,5 +1,6 @@
 """What every generation endpoint shares: admission (faults included), following a request through the batcher,
-cutting a stream, and the tokenizer-side metrics of a finished request.
+cutting a stream, and the tokenizer-side metrics of a finished request (the app's SimMetrics, with
+`--enable-metrics`).
 """
 
 from __future__ import annotations
@@ -12,9 +13,13 @@ from dataclasses import dataclass
 
 from aiohttp import web
 
+from pytest_sglang_perf.simulator.api.prometheus import SimMetrics
 from pytest_sglang_perf.simulator.engine.batcher import Ticket
-from pytest_sglang_perf.simulator.engine.engine import Generation, SimEngine
+from pytest_sglang_perf.simulator.engine.engine import SimEngine
+from pytest_sglang_perf.simulator.engine.requests import Generation
 
+METRICS = web.AppKey("metrics", SimMetrics)
+"""The app's metrics; set only with `--enable-metrics`."""
 INJECTED_500 = ("Internal server error: CUDA error: an illegal memory access was encountered "
                 "(simulated: --sim-fault http-500)")
 
@@ -82,8 +87,12 @@ class Timing:
         return gaps
 
 
-def observe_finished(engine: SimEngine, generation: Generation, timing: Timing, streaming: bool) -> None:
-    metrics = engine.metrics
+def metrics_of(request: web.Request) -> SimMetrics | None:
+    return request.app.get(METRICS)
+
+
+def observe_finished(request: web.Request, generation: Generation, timing: Timing, streaming: bool) -> None:
+    metrics = metrics_of(request)
     if metrics is None or not timing.ticket.finished:
         return
     outcome = generation.outcome

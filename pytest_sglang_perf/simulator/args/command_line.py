@@ -1,6 +1,6 @@
 """The simulator's command line: SGLang's options (from the flag table) plus the simulator's `--sim-*` knobs.
 
-The command line is parsed in two stages (`parse_sglang_and_knobs`): the `--sim-*` knobs first, by their
+The command line is parsed in two stages (`parse_args_and_knobs`): the `--sim-*` knobs first, by their
 exact names only, then the rest by a parser holding exactly SGLang's options. A knob therefore never
 joins an `ambiguous option` list or turns SGLang's `unrecognized arguments` into something else.
 """
@@ -8,12 +8,13 @@ joins an `ambiguous option` list or turns SGLang's `unrecognized arguments` into
 from __future__ import annotations
 
 import argparse
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from pytest_sglang_perf.sglang_facts.config_file import merge_config_file
 from pytest_sglang_perf.sglang_facts.flags import FlagTable, add_option
 from pytest_sglang_perf.sglang_facts.flags import build_sglang_parser as _build_sglang_parser
-from pytest_sglang_perf.simulator.process.knobs import add_knob_arguments
+from pytest_sglang_perf.simulator.args.knobs import Knobs, add_knob_arguments, resolve_knobs
 
 
 def build_parser(table: FlagTable) -> argparse.ArgumentParser:
@@ -30,13 +31,17 @@ def build_sglang_parser(table: FlagTable) -> argparse.ArgumentParser:
     return _build_sglang_parser(table, full_help=lambda: build_parser(table).format_help())
 
 
-def parse_sglang_and_knobs(table: FlagTable, args: Sequence[str]) -> tuple[argparse.Namespace, argparse.Namespace]:
-    """(SGLang's args, the knobs); exits 2 with argparse's message on a bad command line, like SGLang.
+def parse_args_and_knobs(table: FlagTable, args: Sequence[str],
+                         environ: Mapping[str, str]) -> tuple[dict[str, Any], Knobs]:
+    """(SGLang's args by dest, the knobs: command line > `environ` > default); exits 2 with argparse's message on a
+    bad command line, like SGLang.
 
-    A `--config FILE.yaml` is merged first, as SGLang's `prepare_server_args` does (config_file.ConfigFileError)."""
+    A `--config FILE.yaml` is merged first, as SGLang's `prepare_server_args` does (raises
+    config_file.ConfigFileError); a bad knob value raises knobs.KnobError."""
     knobs, rest = split_knobs(table, args)
     parser = build_sglang_parser(table)
-    return parser.parse_args(merge_config_file(parser, rest)), knobs
+    namespace = parser.parse_args(merge_config_file(parser, rest))
+    return vars(namespace), resolve_knobs(knobs, environ)
 
 
 def split_knobs(table: FlagTable, args: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:

@@ -1,7 +1,7 @@
 """The simulated model: what SGLang reads from `config.json` at `--model-path`.
 
 Only sizes and names are read (architecture, context length, layer and head counts); they feed
-`/model_info`, the memory plan, the log lines and the roofline timing model (roofline.py).
+`/model_info`, the memory plan, the log lines and the roofline timing model (engine/roofline.py).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Continuous batching: one scheduler loop runs the steps, and every running request shares each step's time.
 
-Like SGLang's scheduler (reference §7.2, §7.3): at each step boundary, requests that have arrived are admitted
-(up to `max_running_requests` running and `max_prefill_tokens` new tokens) and prefilled together in one step,
+Like SGLang's scheduler (docs/sglang-0.5.23.md §7.2, §7.3): at each step boundary, requests that have arrived are
+admitted (up to `max_running_requests` running and `max_prefill_tokens` new tokens) and prefilled together in one step,
 which pauses decoding; otherwise one decode step (one speculative round) runs for the whole running batch and
 every request gets its next tokens. A step's duration comes from `Pacing` (the roofline model or the knobs) for the
 batch as it is, so aggregate throughput grows with concurrency while each stream slows a little.

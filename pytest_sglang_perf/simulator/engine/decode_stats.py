@@ -1,5 +1,6 @@
 """The scheduler's batch statistics: `Prefill batch` / `Decode batch` log lines, `last_gen_throughput`,
-`avg_spec_accept_length` (srt/managers/scheduler_components/metrics_reporter.py, reference §5.2, §7.2, §7.3).
+`avg_spec_accept_length` (srt/managers/scheduler_components/metrics_reporter.py,
+docs/sglang-0.5.23.md §5.2, §7.2, §7.3).
 
 The batcher reports every step it runs. A decode window closes every `--decode-log-interval` decode steps (one
 speculative round is one step); only closed windows feed the cumulative accept length, so it stays absent until

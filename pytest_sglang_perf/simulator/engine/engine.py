@@ -1,4 +1,5 @@
-"""The simulated engine behind the HTTP API: readiness, request planning, the batcher, info endpoints, metrics."""
+"""The simulated engine behind the HTTP API: readiness, request planning, the batcher, the info payloads and the
+scheduler's metrics (factory.py builds it)."""
 
 from __future__ import annotations
 
@@ -10,30 +11,28 @@ import time
 import traceback
 import uuid
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any
 
-from pytest_sglang_perf.sglang_facts.gpus import Gpu
-from pytest_sglang_perf.simulator.api.prometheus import SimMetrics
-from pytest_sglang_perf.simulator.api.protocol import Outcome, RequestError
-from pytest_sglang_perf.simulator.args.memory import MemoryPlan
-from pytest_sglang_perf.simulator.args.model import ModelConfig
+from pytest_sglang_perf.simulator.args.faults import Faults
 from pytest_sglang_perf.simulator.args.resolve import Resolution
-from pytest_sglang_perf.simulator.args.server_fields import hicache_layout, scheduler_record, shown_record
+from pytest_sglang_perf.simulator.engine import info
 from pytest_sglang_perf.simulator.engine.batcher import Batcher, Ticket
 from pytest_sglang_perf.simulator.engine.content import natural_length, request_key, token_ids, token_texts
 from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
-from pytest_sglang_perf.simulator.engine.embedding import embedding_plan
+from pytest_sglang_perf.simulator.engine.requests import Generation, Outcome, PromptSpec
 from pytest_sglang_perf.simulator.engine.roofline import StepCosts
 from pytest_sglang_perf.simulator.engine.schedule import Acceptance, Pacing, TokenPlan, jitter_factor, plan_tokens
-from pytest_sglang_perf.simulator.process.boot import GRAPH_PHASES, StartupTime
-from pytest_sglang_perf.simulator.process.faults import Faults
-from pytest_sglang_perf.simulator.process.knobs import Knobs
-from pytest_sglang_perf.simulator.process.logs import SimLogger, rank_prefixes
+from pytest_sglang_perf.simulator.engine.scheduler_metrics import (
+    SchedulerGauges,
+    SchedulerMetrics,
+    SchedulerSnapshot,
+    StartupFigures,
+)
+from pytest_sglang_perf.simulator.engine.setup import EngineSetup
+from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
 
-SGLANG_VERSION = "0.5.23"
-WARMUP_TEXT = "The capital city of France is"
 WARMUP_PROMPT_TOKENS = 7
+"""SGLang's warmup prompt, "The capital city of France is"."""
 WARMUP_MAX_NEW_TOKENS = 8
 
 
@@ -41,47 +40,6 @@ class ServerStatus(enum.Enum):
     STARTING = "Starting"
     UP = "Up"
     EXITING = "Exiting"
-
-
-@dataclass(frozen=True)
-class EngineSetup:
-    """Everything decided before the HTTP server starts."""
-
-    resolution: Resolution
-    model: ModelConfig
-    memory: MemoryPlan
-    knobs: Knobs
-    gpu: Gpu
-    scheduler_startup: StartupTime
-    tokenizer_e2e: float
-    launch_command: str
-
-
-@dataclass(frozen=True)
-class PromptSpec:
-    """What the engine needs to know of one prompt, whichever API sent it."""
-
-    digest: str
-    prompt_tokens: int
-    max_tokens: int | None
-    min_tokens: int
-    ignore_eos: bool
-    seed: int | None
-
-
-@dataclass(frozen=True)
-class Generation:
-    """One request, planned: its id, tokens per step, their texts and ids, and its final numbers."""
-
-    rid: str
-    created: int
-    plan: TokenPlan
-    texts: tuple[str, ...]
-    """Text of each step, aligned with plan.step_tokens."""
-    ids: tuple[tuple[int, ...], ...]
-    """Token ids of each step."""
-    outcome: Outcome
-    jitter: float
 
 
 class SimEngine:
@@ -102,9 +60,9 @@ class SimEngine:
             graph_label="cpu graph" if resolution.args.get("device") == "cpu" else "cuda graph",
             extra="waiting-image-req: 0, " if _waits_for_images(resolution) else "",
         )
-        self.metrics = SimMetrics.for_server(resolution) if resolution.args.get("enable_metrics") else None
         self.batcher = Batcher(self.pacing, self.stats, setup.memory.max_running_requests,
                                int(resolution.args.get("max_prefill_tokens") or 16384), self._scheduler_line)
+        self._metrics: SchedulerMetrics | None = None
         self._counter = itertools.count()
         self.requests_arrived = 0
         self._task: asyncio.Task[None] | None = None
@@ -114,13 +72,20 @@ class SimEngine:
         return self.status is ServerStatus.UP
 
     def start(self, on_crash: Callable[[BaseException], None] | None = None) -> None:
-        """Start the scheduler loop (inside the running event loop) and publish the startup metrics. Should the loop
-        ever raise, `on_crash` gets the exception (the server ends the process as SGLang does)."""
+        """Start the scheduler loop (inside the running event loop) and, with `--enable-metrics`, its metrics.
+        Should the loop ever raise, `on_crash` gets the exception (the server ends the process as SGLang does)."""
         self._task = asyncio.ensure_future(self.batcher.run())
         self._task.add_done_callback(lambda task: self._loop_ended(task, on_crash))
-        if self.metrics is not None:
-            self.metrics.startup(self)
-            self.batcher.on_forward = self.metrics.forward
+        if self.setup.resolution.args.get("enable_metrics"):
+            self._metrics = SchedulerMetrics(StartupFigures.of(self.setup), self._gauges())
+            self.batcher.on_forward = self._metrics.forward
+
+    def metrics_snapshot(self) -> SchedulerSnapshot | None:
+        """The scheduler's metrics now; None without `--enable-metrics` or before start()."""
+        return None if self._metrics is None else self._metrics.snapshot()
+
+    def _gauges(self) -> SchedulerGauges:
+        return SchedulerGauges.read(self.batcher, self.setup.resolution.spec)
 
     def _loop_ended(self, task: asyncio.Task[None], on_crash: Callable[[BaseException], None] | None) -> None:
         if task.cancelled() or task.exception() is None:
@@ -139,8 +104,8 @@ class SimEngine:
 
     def _scheduler_line(self, line: str) -> None:
         self.log.info(line, self.scheduler_prefix)
-        if self.metrics is not None:
-            self.metrics.scheduler_update(self)
+        if self._metrics is not None:
+            self._metrics.gauges = self._gauges()
 
     # ---- requests ----------------------------------------------------------------------------------
 
@@ -161,7 +126,7 @@ class SimEngine:
         return self.faults.die_after is not None and number > self.faults.die_after
 
     def generation(self, prompt: PromptSpec) -> Generation:
-        """Plan a request; raises protocol.RequestError if SGLang would reject it."""
+        """Plan a request: its output length, its tokens per step, their texts and ids, its jitter."""
         counter = next(self._counter)
         knobs = self.setup.knobs
         key = request_key(knobs.seed, prompt.seed, counter, prompt.digest)
@@ -193,12 +158,6 @@ class SimEngine:
             correct_drafts_histogram=plan.correct_drafts_histogram,
             num_draft_tokens=spec.num_draft_tokens if spec else 0,
         )
-
-    def check_prompt_fits(self, prompt_tokens: int) -> None:
-        context_len = self.setup.resolution.context_len
-        if prompt_tokens >= context_len:
-            raise RequestError(f"The input ({prompt_tokens} tokens) is longer than the model's context length "
-                               f"({context_len} tokens).")
 
     def submit(self, generation: Generation) -> Ticket:
         return self.batcher.submit(generation.plan.step_tokens, generation.outcome.prompt_tokens, generation.jitter)
@@ -234,67 +193,13 @@ class SimEngine:
     # ---- info endpoints ------------------------------------------------------------------------
 
     def model_info(self) -> dict[str, Any]:
-        args, model = self.setup.resolution.args, self.setup.model
-        return {
-            "model_path": args.get("model_path"), "served_model_name": args.get("served_model_name"),
-            "tokenizer_path": args.get("tokenizer_path"), "is_generation": True,
-            "preferred_sampling_params": args.get("preferred_sampling_params"),
-            "weight_version": args.get("weight_version"), "load_format": args.get("load_format"),
-            "reasoning_parser": args.get("reasoning_parser"), "tool_call_parser": args.get("tool_call_parser"),
-            "disaggregation_mode": args.get("disaggregation_mode"),
-            "has_image_understanding": model.is_multimodal, "has_audio_understanding": False,
-            "model_type": model.model_type, "architectures": list(model.architectures) or None,
-            "embedding": embedding_plan(args, self.setup.resolution.cuda_graph),
-        }
+        return info.model_info(self.setup)
 
     def models_list(self) -> dict[str, Any]:
-        name = self.setup.resolution.args.get("served_model_name")
-        card = {"id": name, "object": "model", "created": int(time.time()), "owned_by": "sglang", "root": name,
-                "parent": None, "max_model_len": self.setup.resolution.context_len}
-        return {"object": "list", "data": [card]}
+        return info.models_list(self.setup)
 
     def server_info(self) -> dict[str, Any]:
-        setup = self.setup
-        info = shown_record(setup.resolution.args)
-        info.update(
-            launch_command=setup.launch_command, status="ready", max_total_num_tokens=setup.memory.kv_tokens,
-            max_req_input_len=self._max_req_input_len(), hicache_object_layout=hicache_layout(info), kv_events=None,
-            startup_time={**setup.scheduler_startup.to_dict(), "tokenizer_e2e": setup.tokenizer_e2e},
-            internal_states=[self.internal_state()], version=SGLANG_VERSION, frontend="python",
-        )
-        return info
-
-    def internal_state(self) -> dict[str, Any]:
-        setup, memory = self.setup, self.setup.memory
-        args = setup.resolution.args
-        state = scheduler_record(args, memory.max_running_requests)
-        state.update(
-            world_size=int(args.get("dp_size") or 1) * setup.resolution.tp_size * int(args.get("pp_size") or 1),
-            startup_time=setup.scheduler_startup.to_dict(),
-            effective_max_running_requests_per_dp=memory.max_running_requests,
-            last_gen_throughput=self.stats.last_gen_throughput, memory_usage=self._memory_usage(),
-            disaggregation_mode=args.get("disaggregation_mode"), decode_cuda_graph_bs=list(memory.decode_capture_bs),
-            decode_cuda_graph_memory_gb=round(memory.decode_graph_gib, 3),
-        )
-        accept = self.stats.avg_spec_accept_length
-        if accept is not None:
-            state["avg_spec_accept_length"] = accept
-        return state
-
-    def _max_req_input_len(self) -> int:
-        """managers/tp_worker.py: the longest request (context and KV pool permitting) less 5 tokens."""
-        return min(self.setup.resolution.context_len - 1, self.setup.memory.kv_tokens - 1) - 5
-
-    def _memory_usage(self) -> dict[str, Any]:
-        memory, spec = self.setup.memory, self.setup.resolution.spec
-        graph = dict.fromkeys(GRAPH_PHASES, 0.0)
-        graph["prefill"] = round(memory.prefill_graph_gib, 3)
-        graph["target_verify" if spec is not None else "decode"] = round(memory.decode_graph_gib, 3)
-        if memory.draft_graph_gib:
-            graph["draft_decode"] = graph["draft_extend"] = round(memory.draft_graph_gib / 2, 3)
-        return {"weight": round(memory.weight_gib, 3), "kvcache": round(2 * memory.kv_gib_each, 3),
-                "startup_available": round(memory.final_gib, 3), "token_capacity": memory.kv_tokens,
-                "token_capacity_swa": None, "graph": graph}
+        return info.server_info(self.setup, self.stats)
 
 
 def _waits_for_images(resolution: Resolution) -> bool:

@@ -14,9 +14,9 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass
 
+from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.speculative import SpecConfig
 from pytest_sglang_perf.simulator.engine.roofline import StepCosts
-from pytest_sglang_perf.simulator.process.knobs import Knobs
 
 _BISECTION_STEPS = 60
 _MIN_JITTER_FACTOR = 0.1
@@ -151,7 +151,3 @@ class Pacing:
     def prefill(self, new_tokens: int, factor: float = 1.0) -> float:
         seconds = self.ttft if self.ttft is not None else self.costs.prefill(new_tokens)
         return seconds * self.time_scale * factor
-
-    def single_stream_rate(self, acceptance: Acceptance) -> float:
-        """Decode tokens/s of one stream with an empty context (for messages and tests)."""
-        return acceptance.accept_length / self.decode_step(1, 0)

@@ -1,6 +1,6 @@
 """`python -m pytest_sglang_perf.simulator`: parse like SGLang, resolve, boot, serve, stop on a signal.
 
-Order as in SGLang (reference §2.1): parse and resolve the args, log `server_args=`, start the scheduler
+Order as in SGLang (docs/sglang-0.5.23.md §2.1): parse and resolve the args, log `server_args=`, start the scheduler
 child, run the scheduler's boot phases with the port closed, log the startup timings, bind the HTTP port,
 warm up (health endpoints answer 503 meanwhile), then log `The server is fired up and ready to roll!`.
 """
@@ -13,21 +13,21 @@ import os
 import signal
 import subprocess
 import sys
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_sglang_perf.sglang_facts.config_file import ConfigFileError
 from pytest_sglang_perf.sglang_facts.flags import FlagTable, FlagTableError, load_flag_table
-from pytest_sglang_perf.sglang_facts.gpus import find_gpu
-from pytest_sglang_perf.simulator.args.command_line import build_sglang_parser, parse_sglang_and_knobs, split_knobs
-from pytest_sglang_perf.simulator.args.model import ModelConfig, ModelConfigError, load_model_config
-from pytest_sglang_perf.simulator.args.resolve import Resolution, resolve_args
+from pytest_sglang_perf.simulator.args.command_line import build_sglang_parser, parse_args_and_knobs
+from pytest_sglang_perf.simulator.args.knobs import KnobError, Knobs
+from pytest_sglang_perf.simulator.args.model import ModelConfigError
+from pytest_sglang_perf.simulator.args.server_config import ServerConfig, read_command_line
 from pytest_sglang_perf.simulator.args.server_fields import shown_record
 from pytest_sglang_perf.simulator.args.speculative import ResolutionError
+from pytest_sglang_perf.simulator.engine.factory import server_logger
 from pytest_sglang_perf.simulator.engine.schedule import accept_length_warning
-from pytest_sglang_perf.simulator.process.knobs import KnobError, Knobs, resolve_knobs
-from pytest_sglang_perf.simulator.process.logs import SimLogger
+from pytest_sglang_perf.simulator.logs import SimLogger
 from pytest_sglang_perf.simulator.process.server import SimServer
 
 CHILD_STOP_SECONDS = 1.0
@@ -35,76 +35,62 @@ CHILD_STOP_SECONDS = 1.0
 
 def main(argv: list[str] | None = None) -> int:
     """Exit codes: 0 after a signal, 1 when SGLang would fail at startup, 2 for command-line errors."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    prepared = prepare(args)
+    prepared = prepare(list(sys.argv[1:] if argv is None else argv))
     if isinstance(prepared, int):
         return prepared
-    model, resolution, knobs = prepared
-    log = SimLogger(resolution.args.get("log_level"), resolution.args.get("log_level_http"))
-    _log_resolution(log, resolution, knobs)
-    launch_command = " ".join(split_knobs(load_flag_table(), args)[1])  # SGLang's argv: without the knobs
-    return _run(_serve_main(model, resolution, knobs, launch_command, log))
+    log = server_logger(prepared.resolution)
+    _log_resolution(log, prepared)
+    return _run(_serve_main(prepared, log))
 
 
-def prepare(args: Sequence[str]) -> tuple[ModelConfig, Resolution, Knobs] | int:
+def prepare(args: Sequence[str]) -> ServerConfig | int:
     """Parse and resolve like SGLang's `prepare_server_args` + `resolve_once()`; an exit code when SGLang would
     stop there (2 for a bad command line, 1 for a failed resolution, its error printed as SGLang's ends)."""
-    parsed = _parse_command_line(list(args))
-    if isinstance(parsed, int):
-        return parsed
-    raw, knobs = parsed
-    prepared = _prepare(raw, knobs)
-    if isinstance(prepared, int):
-        return prepared
-    return (*prepared, knobs)
-
-
-def _parse_command_line(args: list[str]) -> tuple[dict[str, Any], Knobs] | int:
     try:
         table = load_flag_table()
     except FlagTableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    return parse_command_line(table, args)
-
-
-def parse_command_line(table: FlagTable, args: Sequence[str]) -> tuple[dict[str, Any], Knobs]:
-    """SGLang's args by dest, and the knobs. Exits like SGLang: 2 with argparse's text on a bad command line,
-    1 with the error's last traceback line on a bad `--config` file."""
     try:
-        namespace, knob_namespace = parse_sglang_and_knobs(table, args)
-    except ConfigFileError as exc:
-        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
-        raise SystemExit(1) from None
-    try:
-        knobs = resolve_knobs(knob_namespace, os.environ)
-    except KnobError as exc:
-        build_sglang_parser(table).error(str(exc))
-    return vars(namespace), knobs
-
-
-def _log_resolution(log: SimLogger, resolution: Resolution, knobs: Knobs) -> None:
-    for message in resolution.messages:
-        log.warning(message)
-    clamp = accept_length_warning(knobs, resolution.spec)
-    if clamp is not None:
-        log.warning(clamp)
-    log.info(f"server_args={shown_record(resolution.args)!r}")
-
-
-def _prepare(raw: Mapping[str, Any], knobs: Knobs) -> tuple[ModelConfig, Resolution] | int:
-    """Load config.json and resolve the args for the simulated GPU; an error is printed like Python's and gives
-    exit code 1."""
-    try:
-        model = load_model_config(str(raw["model_path"]))
-        return model, resolve_args(raw, model, find_gpu(knobs.gpu))
-    except ModelConfigError as exc:
+        with _exits_like_sglang(table):
+            return read_command_line(args, table=table)
+    except ModelConfigError as exc:  # config.json: printed like Python's error
         print(f"OSError: {exc}", file=sys.stderr, flush=True)
     except ResolutionError as exc:  # SGLang's traceback ends with this line
         if exc.hint:
             print(f"simulator: {exc.hint}", file=sys.stderr)
         print(exc.traceback_line(), file=sys.stderr, flush=True)
     return 1
+
+
+def parse_command_line(table: FlagTable, args: Sequence[str]) -> tuple[dict[str, Any], Knobs]:
+    """The parse step alone (SGLang's args by dest, and the knobs), exiting as SGLang does (`_exits_like_sglang`);
+    the contract harness (tests/sglang_cpu/contract/parse_both.py) compares it with SGLang's own parser."""
+    with _exits_like_sglang(table):
+        return parse_args_and_knobs(table, args, os.environ)
+
+
+@contextlib.contextmanager
+def _exits_like_sglang(table: FlagTable) -> Iterator[None]:
+    """2 with argparse's text on a bad command line (a bad knob too), 1 with the error's last traceback line on a
+    bad `--config` file."""
+    try:
+        yield
+    except ConfigFileError as exc:
+        print(f"ValueError: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(1) from None
+    except KnobError as exc:
+        build_sglang_parser(table).error(str(exc))
+
+
+def _log_resolution(log: SimLogger, config: ServerConfig) -> None:
+    resolution = config.resolution
+    for message in resolution.messages:
+        log.warning(message)
+    clamp = accept_length_warning(config.knobs, resolution.spec)
+    if clamp is not None:
+        log.warning(clamp)
+    log.info(f"server_args={shown_record(resolution.args)!r}")
 
 
 def _run(coroutine: Coroutine[Any, Any, int]) -> int:
@@ -115,14 +101,13 @@ def _run(coroutine: Coroutine[Any, Any, int]) -> int:
     return int(uvloop.run(coroutine))
 
 
-async def _serve_main(model: ModelConfig, resolution: Resolution, knobs: Knobs, launch_command: str,
-                      log: SimLogger) -> int:
+async def _serve_main(config: ServerConfig, log: SimLogger) -> int:
     stop = _StopSignal()
     loop = asyncio.get_running_loop()
     for signum in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(signum, stop.receive, signum)
     child = spawn_scheduler_child()
-    server = SimServer(model, resolution, knobs, launch_command, log, child)
+    server = SimServer(config, log, child)
     try:
         return await _until_stopped(server.run(), stop, server)
     finally:

@@ -1,7 +1,8 @@
 """The running simulator: boot phases with the port closed, then HTTP, warmup, a scheduler watchdog, shutdown.
 
-A scheduler that fails during boot (crash.SchedulerCrash) or a failed warmup ends the process as SGLang's does:
-the traceback in the log, then the whole process tree killed, the main process by its own SIGKILL (reference §10).
+A scheduler that fails during boot (engine/crash.py) or a failed warmup ends the process as SGLang's does:
+the traceback in the log, then the whole process tree killed, the main process by its own SIGKILL
+(docs/sglang-0.5.23.md §10).
 """
 
 from __future__ import annotations
@@ -13,25 +14,20 @@ import os
 import random
 import signal
 import subprocess
-import time
 from typing import Any, NoReturn
 
 import orjson
 from aiohttp import web
 
-from pytest_sglang_perf.sglang_facts.gpus import find_gpu
 from pytest_sglang_perf.simulator.api.app import ACTIVE, access_logger_class, build_app
 from pytest_sglang_perf.simulator.api.generate import error_object
 from pytest_sglang_perf.simulator.api.serving import INJECTED_500
-from pytest_sglang_perf.simulator.args.memory import plan_memory
-from pytest_sglang_perf.simulator.args.model import ModelConfig
-from pytest_sglang_perf.simulator.args.resolve import Resolution
-from pytest_sglang_perf.simulator.engine.engine import EngineSetup, ServerStatus, SimEngine
-from pytest_sglang_perf.simulator.engine.schedule import jitter_factor
-from pytest_sglang_perf.simulator.process.boot import BootPlan, SchedulerBoot, engine_startup_line
-from pytest_sglang_perf.simulator.process.crash import MSG_SIGQUIT, SchedulerCrash, kill_tree_line, warmup_traceback
-from pytest_sglang_perf.simulator.process.knobs import Knobs
-from pytest_sglang_perf.simulator.process.logs import SimLogger, rank_prefixes
+from pytest_sglang_perf.simulator.args.server_config import ServerConfig
+from pytest_sglang_perf.simulator.engine.boot import engine_startup_line, scheduler_ranks
+from pytest_sglang_perf.simulator.engine.crash import MSG_SIGQUIT, SchedulerCrash, kill_tree_line, warmup_traceback
+from pytest_sglang_perf.simulator.engine.engine import ServerStatus, SimEngine
+from pytest_sglang_perf.simulator.engine.factory import start_engine
+from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
 
 WATCHDOG_SECONDS = 0.5
 SITE_SHUTDOWN_SECONDS = 0.2
@@ -40,39 +36,30 @@ READY_MESSAGE = "The server is fired up and ready to roll!"
 
 
 class SimServer:
-    def __init__(self, model: ModelConfig, resolution: Resolution, knobs: Knobs, launch_command: str,
-                 log: SimLogger, child: subprocess.Popen[bytes]) -> None:
-        self.model, self.resolution, self.knobs = model, resolution, knobs
-        self.launch_command, self.log, self.child = launch_command, log, child
-        self.gpu = find_gpu(knobs.gpu)
+    def __init__(self, config: ServerConfig, log: SimLogger, child: subprocess.Popen[bytes]) -> None:
+        self.config, self.resolution = config, config.resolution
+        self.log, self.child = log, child
         self.engine: SimEngine | None = None
         self._runner: web.AppRunner | None = None
         self._active: set[asyncio.Task[Any]] = set()
 
     async def run(self) -> int:
         """Boot, serve until cancelled; returns an exit code when it stops on its own (errors)."""
-        tic = time.perf_counter()
-        memory = plan_memory(self.resolution, self.model, self.gpu)
-        boot = SchedulerBoot(self.resolution, self.model, memory, self._boot_plan(bool(memory.decode_capture_bs)),
-                             self.log, asyncio.sleep, self.gpu, self.knobs.faults)
         try:
-            startup = await boot.run()
+            engine = await start_engine(self.config, self.log)
         except SchedulerCrash as crash:
-            self._scheduler_died(crash, boot.ranks)
+            self._scheduler_died(crash, scheduler_ranks(self.resolution))
         if self.child.poll() is not None:
             self.log.error(f"RuntimeError: Rank 0 scheduler died during initialization (exit code: "
                            f"{self.child.returncode}).")
             return 1
-        tokenizer_e2e = time.perf_counter() - tic
-        self.log.info(engine_startup_line(startup, tokenizer_e2e))
-        setup = EngineSetup(self.resolution, self.model, memory, self.knobs, self.gpu, startup, tokenizer_e2e,
-                            self.launch_command)
-        self.engine = engine = SimEngine(setup, self.log)
+        self.log.info(engine_startup_line(engine.setup.scheduler_startup, engine.setup.tokenizer_e2e))
+        self.engine = engine
         engine.start(on_crash=lambda error: self._sigquit())
         try:
             if not await self._start_http(engine):
                 return 1
-            await self._warmup(engine, boot.plan.warmup)
+            await self._warmup(engine, engine.setup.warmup_seconds)
             return await self._watch_child()
         finally:
             await self._shutdown()
@@ -81,14 +68,6 @@ class SimServer:
         """SGLang installs its own SIGTERM handler once serving; SIGINT goes straight to uvicorn."""
         if signum == signal.SIGTERM and self.engine is not None and self.engine.ready:
             self.log.warning(f"SIGTERM received. signum={signum} frame=None. Draining requests and shutting down...")
-
-    def _boot_plan(self, decode_captured: bool) -> BootPlan:
-        """Every boot duration times (1 + slowdown) and the per-boot noise."""
-        knobs = self.knobs
-        scale = knobs.time_scale * jitter_factor(random.Random(f"{knobs.seed}|boot"), knobs.noise)
-        load = None if knobs.load_seconds is None else knobs.load_seconds * scale
-        capture = None if knobs.capture_seconds is None else knobs.capture_seconds * scale
-        return BootPlan.split(knobs.boot_seconds * scale, self.resolution, decode_captured, load, capture)
 
     async def _start_http(self, engine: SimEngine) -> bool:
         host, port = str(self.resolution["host"]), int(self.resolution["port"])

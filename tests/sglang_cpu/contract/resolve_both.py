@@ -53,7 +53,7 @@ def simulator_resolve(argv: list[str]) -> Outcome:
         return {"exit": exc.code, "error": None, "resolved": None}
     if isinstance(prepared, int):
         return {"exit": prepared, "error": None, "resolved": None}
-    return {"exit": 0, "error": None, "resolved": jsonable(dict(prepared[1].args))}
+    return {"exit": 0, "error": None, "resolved": jsonable(dict(prepared.resolution.args))}
 
 
 def in_child(resolve: Callable[[list[str]], Outcome], argv: list[str]) -> Outcome:

@@ -24,7 +24,7 @@ import orjson
 import pytest
 
 from pytest_sglang_perf.server.launcher import ServerProcess
-from pytest_sglang_perf.server.logscan import startup_facts
+from pytest_sglang_perf.server.startup import startup_facts
 
 FLAGS = ("--device", "cpu", "--load-format", "dummy", "--max-total-tokens", "32768", "--random-seed", "0")
 SIM_KNOBS = ("--sim-boot-seconds", "0.2")
@@ -328,7 +328,7 @@ def test_log_gives_the_same_startup_facts(pair: Mapping[str, Served]) -> None:
     assert set(logged["sglang"]) <= set(logged["simulator"])
 
 
-# ---- native /generate (reference §4) ------------------------------------------------------------
+# ---- native /generate (docs/sglang-0.5.23.md §4) ------------------------------------------------
 
 
 def _unique_text() -> str:
@@ -339,7 +339,7 @@ def _unique_text() -> str:
 def _prefix_cache_hit(difference: str) -> bool:
     """CPU vs simulator by nature: the simulator has no prefix cache, so its `cached_tokens_details` is always
     null (no hit), while SGLang's radix cache can match a first token of an earlier prompt even with
-    _unique_text() (a dict then, reference §4.1)."""
+    _unique_text() (a dict then, docs/sglang-0.5.23.md §4.1)."""
     return difference.endswith("meta_info.cached_tokens_details: dict in SGLang, null in the simulator")
 
 
@@ -390,7 +390,7 @@ def test_generate_errors(payload: Mapping[str, Any], pair: Mapping[str, Served])
     assert replies["simulator"] == replies["sglang"]
 
 
-# ---- /flush_cache (reference §2.2) --------------------------------------------------------------
+# ---- /flush_cache (docs/sglang-0.5.23.md §2.2) --------------------------------------------------
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
@@ -400,7 +400,7 @@ def test_flush_cache(method: str, pair: Mapping[str, Served]) -> None:
     assert replies["sglang"][0] == 200
 
 
-# ---- batch log lines (reference §7.2, §7.3) -----------------------------------------------------
+# ---- batch log lines (docs/sglang-0.5.23.md §7.2, §7.3) -----------------------------------------
 
 
 def _line_shape(line: str) -> str:

@@ -1,7 +1,7 @@
 """`--api-key` and `--enable-metrics`: the simulator next to a real SGLang 0.5.23 CPU server started with both.
 
-Auth (reference §2.2): the same 401 answers, and /health, /ready, /metrics open. Metrics (§6): every family the
-simulator exports exists in SGLang with the same type, HELP text, label names and histogram buckets. /generate's
+Auth (docs/sglang-0.5.23.md §2.2): the same 401 answers, and /health, /ready, /metrics open. Metrics (§6): every family
+the simulator exports exists in SGLang with the same type, HELP text, label names and histogram buckets. /generate's
 meta_info with request time stats (§4.1): the same keys in the final and the intermediate objects.
 """
 

@@ -131,7 +131,7 @@ def test_simulator_process_stops_like_sglang(sim_model: Path) -> None:
     assert (done.returncode, _last_line(done.stderr)) == (1, case.error)
 
 
-# ---- the prefill CUDA-graph rule for multimodal models (reference §8.1 item 2) -------------------
+# ---- the prefill CUDA-graph rule for multimodal models (docs/sglang-0.5.23.md §8.1 item 2) -------
 
 VL_CONFIG = {
     "architectures": ["Qwen2_5_VLForConditionalGeneration"], "model_type": "qwen2_5_vl", "torch_dtype": "bfloat16",

@@ -1,7 +1,7 @@
 """The simulator's own `--sim-*` knobs, each also settable as `SGLANG_SIM_<KNOB>`.
 
 Precedence: command line > environment > default. A bad value names where it came from. Without
-`--sim-decode-tok-s` / `--sim-ttft` the timing comes from the roofline model of `--sim-gpu` (roofline.py).
+`--sim-decode-tok-s` / `--sim-ttft` the timing comes from the roofline model of `--sim-gpu` (engine/roofline.py).
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_sglang_perf.sglang_facts.gpus import GpuTableError, find_gpu, load_gpu_table
-from pytest_sglang_perf.simulator.process.faults import Faults, parse_faults
+from pytest_sglang_perf.simulator.args.faults import Faults, parse_faults
 
 ENV_PREFIX = "SGLANG_SIM_"
 
@@ -101,7 +101,7 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
 @dataclass(frozen=True)
 class Knobs:
     gpu: str = field(default_factory=lambda: find_gpu().name)
-    """The simulated GPU's nvidia-smi name (hardware.find_gpu resolves it)."""
+    """The simulated GPU's nvidia-smi name (sglang_facts.gpus.find_gpu resolves it)."""
     decode_tok_s: float | None = None
     ttft: float | None = None
     accept_length: float = 3.0
@@ -123,7 +123,7 @@ class Knobs:
         return parse_faults(self.fault)
 
 
-def dest(spec: KnobSpec) -> str:
+def _dest(spec: KnobSpec) -> str:
     return "sim_" + spec.name
 
 
@@ -131,7 +131,7 @@ def add_knob_arguments(parser: argparse.ArgumentParser) -> None:
     group = parser.add_argument_group("simulator knobs", f"each also settable as {ENV_PREFIX}<KNOB>")
     for spec in KNOB_SPECS:
         default = "the model" if spec.default is None else repr(spec.default) if spec.default == "" else spec.default
-        group.add_argument(spec.flag, dest=dest(spec), type=_argparse_type(spec), default=None,
+        group.add_argument(spec.flag, dest=_dest(spec), type=_argparse_type(spec), default=None,
                            metavar=spec.metavar,
                            help=f"{spec.help} (default {default}; env {spec.env})".replace("%", "%%"))
 
@@ -150,7 +150,7 @@ def resolve_knobs(namespace: argparse.Namespace, environ: Mapping[str, str]) -> 
     """Command line beats environment beats default; raises KnobError naming a bad variable."""
     values: dict[str, Any] = {}
     for spec in KNOB_SPECS:
-        values[spec.name] = _resolve_one(spec, getattr(namespace, dest(spec), None), environ)
+        values[spec.name] = _resolve_one(spec, getattr(namespace, _dest(spec), None), environ)
     return Knobs(**values)
 
 
@@ -167,7 +167,3 @@ def _resolve_one(spec: KnobSpec, cli_value: Any, environ: Mapping[str, str]) -> 
         raise KnobError(
             f"invalid value {text!r} for environment variable {spec.env}: {exc}{example}; unset it to use the "
             "default") from None
-
-
-def knob_dests() -> frozenset[str]:
-    return frozenset(dest(spec) for spec in KNOB_SPECS)

@@ -1,9 +1,9 @@
-"""The scheduler's boot, as SGLang 0.5.23 logs it (reference §2.1, §7.1).
+"""The scheduler's boot, as SGLang 0.5.23 logs it (docs/sglang-0.5.23.md §2.1, §7.1).
 
 Order (managers/scheduler.py::Scheduler.__init__ / init_model_worker): MoE/GEMM config checks (where
 `--enable-single-batch-overlap` fails on SM90), target weights, draft weights, KV cache pools, then every CUDA graph
 (target prefill, target decode or verify, draft decode and extend), then the `max_total_num_tokens=...` summary.
-The HTTP port is opened only after these phases; the warmup runs after it (server.py).
+The HTTP port is opened only after these phases; the warmup runs after it (process/server.py).
 
 Durations: `--sim-boot-seconds` is launch -> ready in total, split into phase shares (weights 40%, KV cache 10%,
 CUDA graphs 35%, warmup 15%; without captured graphs their share goes to warmup). `--sim-load-seconds` and
@@ -13,23 +13,26 @@ CUDA graphs 35%, warmup 15%; without captured graphs their share goes to warmup)
 from __future__ import annotations
 
 import asyncio
+import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.simulator.args.faults import Faults
+from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.memory import NOT_ENOUGH_MEMORY, MemoryPlan
 from pytest_sglang_perf.simulator.args.model import ModelConfig
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 from pytest_sglang_perf.simulator.args.speculative import draft_architecture
-from pytest_sglang_perf.simulator.process.crash import (
+from pytest_sglang_perf.simulator.engine.crash import (
     SchedulerCrash,
     not_enough_memory,
     out_of_memory_while_loading,
     sbo_on_sm90,
 )
-from pytest_sglang_perf.simulator.process.faults import Faults
-from pytest_sglang_perf.simulator.process.logs import SimLogger, rank_prefixes
+from pytest_sglang_perf.simulator.engine.schedule import jitter_factor
+from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
 
 Sleep = Callable[[float], Awaitable[None]]
 NO_FAULTS = Faults()
@@ -71,6 +74,14 @@ class BootPlan:
             draft_load_weight=load * DRAFT_LOAD_SHARE if draft else 0.0, kv_cache=durations["kv"],
             graphs={phase: graphs / len(phases) for phase in phases}, warmup=durations["warmup"],
         )
+
+    @classmethod
+    def for_knobs(cls, knobs: Knobs, resolution: Resolution, decode_captured: bool) -> BootPlan:
+        """The knobs' durations, every one times (1 + slowdown) and the per-boot noise."""
+        scale = knobs.time_scale * jitter_factor(random.Random(f"{knobs.seed}|boot"), knobs.noise)
+        load = None if knobs.load_seconds is None else knobs.load_seconds * scale
+        capture = None if knobs.capture_seconds is None else knobs.capture_seconds * scale
+        return cls.split(knobs.boot_seconds * scale, resolution, decode_captured, load, capture)
 
 
 def _durations(total: float, shares: Mapping[str, float], fixed: Mapping[str, float]) -> dict[str, float]:
@@ -114,10 +125,16 @@ def engine_startup_line(startup: StartupTime, tokenizer_e2e: float) -> str:
 
 
 def scheduler_init_check(resolution: Resolution, model: ModelConfig, gpu: Gpu) -> SchedulerCrash | None:
-    """What fails in Scheduler.__init__ before any weight loads: SBO on an SM90 GPU (reference §8.5)."""
+    """What fails in Scheduler.__init__ before any weight loads: SBO on an SM90 GPU (docs/sglang-0.5.23.md §8.5)."""
     if resolution.args.get("enable_single_batch_overlap") and gpu.sm_major == 9 and model.runs_moe_config:
         return sbo_on_sm90()
     return None
+
+
+def scheduler_ranks(resolution: Resolution) -> tuple[str, ...]:
+    """The log prefix of every scheduler rank, rank 0 first."""
+    args = resolution.args
+    return rank_prefixes(resolution.tp_size, int(args.get("pp_size") or 1), int(args.get("dp_size") or 1))
 
 
 class SchedulerBoot:
@@ -130,8 +147,7 @@ class SchedulerBoot:
                  log: SimLogger, sleep: Sleep, gpu: Gpu, faults: Faults = NO_FAULTS) -> None:
         self.resolution, self.model, self.memory, self.plan = resolution, model, memory, plan
         self.log, self.sleep, self.gpu, self.faults = log, sleep, gpu, faults
-        args = resolution.args
-        self.ranks = rank_prefixes(resolution.tp_size, int(args.get("pp_size") or 1), int(args.get("dp_size") or 1))
+        self.ranks = scheduler_ranks(resolution)
         self.graph_times: dict[str, float] = {}
 
     async def run(self) -> StartupTime:

@@ -27,8 +27,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-FAULT_NAMES = ("crash-at-boot", "hang-at-boot", "fail-warmup", "die-after", "http-500", "cut-stream", "no-usage",
-               "short", "slow-after", "no-server-info")
 _USAGE = ("crash-at-boot, hang-at-boot, fail-warmup, die-after:N, http-500:P, cut-stream:N, no-usage, short:N, "
           "slow-after:N:FACTOR, no-server-info (combine with commas)")
 
@@ -45,10 +43,6 @@ class Faults:
     short: int = 0
     slow_after: tuple[int, float] | None = None
     no_server_info: bool = False
-
-    @property
-    def any(self) -> bool:
-        return self != Faults()
 
     def slow_factor(self, requests_served: int) -> float:
         """The duration factor once `requests_served` generation requests have arrived."""

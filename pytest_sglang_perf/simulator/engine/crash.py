@@ -1,4 +1,4 @@
-"""How SGLang 0.5.23 dies while starting, as its log shows it (reference §10).
+"""How SGLang 0.5.23 dies while starting, as its log shows it (docs/sglang-0.5.23.md §10).
 
 A scheduler that raises during init logs `Scheduler hit an exception: <traceback>` and sends SIGQUIT to the main
 process, whose launch-phase handler logs `Received sigquit from a child process. It usually means the child failed.`
@@ -58,7 +58,7 @@ class SchedulerCrash(Exception):
 
 def sbo_on_sm90() -> SchedulerCrash:
     """layers/moe/utils.py::initialize_moe_config, run by Scheduler.init_moe_gemm_config for every model whose text
-    config has an MoE top-k attribute (reference §8.5, §11 item 15)."""
+    config has an MoE top-k attribute (docs/sglang-0.5.23.md §8.5, §11 item 15)."""
     frames = (_SCHEDULER, ("managers/scheduler.py", 558, "__init__", "self.init_moe_gemm_config()"),
               ("managers/scheduler.py", 1008, "init_moe_gemm_config", "initialize_moe_config()"),
               ("layers/moe/utils.py", 509, "initialize_moe_config", "raise ValueError("))

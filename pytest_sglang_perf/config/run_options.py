@@ -1,0 +1,20 @@
+"""This run's options (`--sglang-*` on the command line, their environment and ini twins), resolved once.
+
+Plain data: `options.py` fills it from pytest's configuration; the session and the command reader use it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    config_path: Path | None = None
+    simulate: bool = False
+    update_baselines: bool = False
+    results_path: Path | None = None
+    variants: tuple[str, ...] | None = None
+    log_dir: Path | None = None
+    strict_flags: bool = False

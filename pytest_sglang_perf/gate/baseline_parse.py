@@ -1,0 +1,178 @@
+"""Reading a baseline file: the JSON document, its schema version and header, and each entry, checked field by
+field. A problem raises BaselineFileError naming the file, the problem and the fix.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+from types import MappingProxyType
+from typing import Any
+
+from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError, EntryKey
+from pytest_sglang_perf.measurement.samples import Sample
+from pytest_sglang_perf.measurement.stats import Summary
+
+_RERECORD = "move the file away and re-record with --sglang-update-baselines"
+_FIX_ENTRY = "fix or delete that entry, or " + _RERECORD
+
+
+def load_entries(path: Path, environment_key: str) -> dict[EntryKey, BaselineEntry]:
+    """The entries of the baseline file at `path` by (test id, variant); empty when there is no file."""
+    doc = _read_document(path)
+    if doc is None:
+        return {}
+    _check_schema(path, doc)
+    _check_header(path, doc, environment_key)
+    return _parse_entries(path, doc["entries"])
+
+
+def _read_document(path: Path) -> dict[str, Any] | None:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise BaselineFileError(
+            path, f"cannot be read ({exc.strerror})", "check the path and its permissions"
+        ) from None
+    try:
+        doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
+    except UnicodeDecodeError as exc:
+        raise BaselineFileError(path, f"is not UTF-8 text (byte {exc.start})", _RERECORD) from None
+    except ValueError as exc:
+        fix = "repair it (an unresolved merge?) or " + _RERECORD
+        raise BaselineFileError(path, _invalid_json(exc), fix) from None
+    if not isinstance(doc, dict):
+        raise BaselineFileError(path, f"must hold a JSON object, found {_json_type(doc)}", _RERECORD)
+    return doc
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a number JSON allows")
+
+
+def _invalid_json(exc: ValueError) -> str:
+    if isinstance(exc, json.JSONDecodeError):
+        return f"is not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})"
+    return f"is not valid JSON ({exc})"
+
+
+def _check_schema(path: Path, doc: Mapping[str, Any]) -> None:
+    if "schema_version" not in doc:
+        raise BaselineFileError(path, "has no schema_version (not a pytest-sglang-perf baseline?)", _RERECORD)
+    version = doc["schema_version"]
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise BaselineFileError(path, f"schema_version must be an integer, found {version!r}", _RERECORD)
+    if version < SCHEMA_VERSION:
+        problem = f"was recorded with schema {version}; this plugin reads schema {SCHEMA_VERSION}"
+        raise BaselineFileError(path, problem, f"to re-record, {_RERECORD}")
+    if version > SCHEMA_VERSION:
+        problem = (f"was written with schema {version} by a newer pytest-sglang-perf; "
+                   f"this one reads schema {SCHEMA_VERSION}")
+        fix = "upgrade pytest-sglang-perf (pip install -U pytest-sglang-perf)"
+        raise BaselineFileError(path, problem, fix)
+
+
+def _check_header(path: Path, doc: Mapping[str, Any], environment_key: str) -> None:
+    if "environment_key" not in doc:
+        raise BaselineFileError(path, "has no environment_key", _RERECORD)
+    if doc["environment_key"] != environment_key:
+        problem = f"holds environment_key {doc['environment_key']!r}, but its name says {environment_key!r}"
+        fix = "rename the file to match its environment_key, or " + _RERECORD
+        raise BaselineFileError(path, problem, fix)
+    for name in ("environment", "entries"):
+        if not isinstance(doc.get(name), dict):
+            found = _json_type(doc[name]) if name in doc else "nothing"
+            raise BaselineFileError(path, f"{name!r} must be an object, found {found}", _RERECORD)
+
+
+def _parse_entries(path: Path, entries: Mapping[str, Any]) -> dict[EntryKey, BaselineEntry]:
+    out: dict[EntryKey, BaselineEntry] = {}
+    for test_id, variants in entries.items():
+        if not isinstance(variants, dict):
+            problem = f"entry {test_id!r} must map variant names to entries, found {_json_type(variants)}"
+            raise BaselineFileError(path, problem, _FIX_ENTRY)
+        for variant, data in variants.items():
+            out[(test_id, variant)] = _parse_entry(path, test_id, variant, data)
+    return out
+
+
+_ENTRY_FIELDS: Mapping[str, tuple[tuple[type, ...], str]] = MappingProxyType({
+    "metrics": ((dict,), "an object"), "samples": ((list,), "a list"), "args": ((list,), "a list"),
+    "prompt_hash": ((str,), "a string"), "params": ((dict,), "an object"),
+    "recorded_at": ((str,), "a string"), "commit": ((str, type(None)), "a string or null"),
+    "environment": ((dict,), "an object"),
+})
+
+
+def _parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineEntry:
+    where = f"entry {test_id!r} variant {variant!r}"
+    if not isinstance(data, dict):
+        raise BaselineFileError(path, f"{where} must be an object, found {_json_type(data)}", _FIX_ENTRY)
+    for key, (kinds, expected) in _ENTRY_FIELDS.items():
+        if key not in data:
+            raise BaselineFileError(path, f"{where} has no {key!r}", _FIX_ENTRY)
+        if not isinstance(data[key], kinds):
+            problem = f"{where}: {key!r} must be {expected}, found {_json_type(data[key])}"
+            raise BaselineFileError(path, problem, _FIX_ENTRY)
+    if not all(isinstance(a, str) for a in data["args"]):
+        raise BaselineFileError(path, f"{where}: 'args' must be a list of strings", _FIX_ENTRY)
+    return BaselineEntry(
+        test_id=test_id, variant=variant,
+        summaries=MappingProxyType(_parse_summaries(path, where, data["metrics"])),
+        samples=_parse_samples(path, where, data["samples"]),
+        args=tuple(data["args"]), prompt_hash=data["prompt_hash"],
+        params=MappingProxyType(data["params"]), recorded_at=data["recorded_at"],
+        commit=data["commit"], environment=MappingProxyType(data["environment"]),
+        startup=_optional_object(path, where, data, "startup"), ran=_optional_object(path, where, data, "ran"),
+    )
+
+
+def _optional_object(path: Path, where: str, data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:
+    """An entry field added after schema 1 was fixed: absent or null in older files."""
+    value = data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, dict):
+        raise BaselineFileError(path, f"{where}: {key!r} must be an object or null, found {_json_type(value)}",
+                                _FIX_ENTRY)
+    return MappingProxyType(value)
+
+
+def _parse_summaries(path: Path, where: str, metrics: Mapping[str, Any]) -> dict[str, Summary]:
+    out: dict[str, Summary] = {}
+    for name, data in metrics.items():
+        try:
+            if not isinstance(data, dict):
+                raise TypeError(f"expected an object, found {_json_type(data)}")
+            out[name] = Summary.from_dict(data)
+        except (KeyError, TypeError, ValueError) as exc:
+            problem = f"{where}: metric {name!r} is malformed ({_why(exc)})"
+            raise BaselineFileError(path, problem, _FIX_ENTRY) from None
+    return out
+
+
+def _parse_samples(path: Path, where: str, samples: list[Any]) -> tuple[Sample, ...]:
+    out: list[Sample] = []
+    for index, data in enumerate(samples):
+        try:
+            if not isinstance(data, dict):
+                raise TypeError(f"expected an object, found {_json_type(data)}")
+            out.append(Sample.from_dict(data))
+        except (KeyError, TypeError, ValueError) as exc:
+            problem = f"{where}: sample {index} is malformed ({_why(exc)})"
+            raise BaselineFileError(path, problem, _FIX_ENTRY) from None
+    return tuple(out)
+
+
+def _why(exc: Exception) -> str:
+    return f"missing key {exc.args[0]!r}" if isinstance(exc, KeyError) else str(exc)
+
+
+def _json_type(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true/false"
+    names = {dict: "an object", list: "a list", str: "a string", int: "a number", float: "a number"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)

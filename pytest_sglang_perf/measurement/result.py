@@ -1,0 +1,46 @@
+"""The result of one measurement: the request it sent, its raw samples and a summary per metric (plain data)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pytest_sglang_perf.measurement.samples import Sample
+from pytest_sglang_perf.measurement.stats import Summary
+from pytest_sglang_perf.server.startup import StartupFacts
+
+
+@dataclass(frozen=True)
+class RequestParams:
+    """The fixed request a measurement sends; its hash identifies the prompt in baselines."""
+
+    prompt: str
+    max_tokens: int
+    temperature: float
+    seed: int
+    repeats: int
+    warmup: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
+            "repeats": self.repeats, "warmup": self.warmup,
+        }
+
+
+@dataclass(frozen=True)
+class Result:
+    """One `sglang_perf.measure(...)` call: raw samples plus a Summary per metric."""
+
+    variant: str
+    params: RequestParams
+    prompt_hash: str
+    samples: tuple[Sample, ...]
+    summaries: Mapping[str, Summary]
+    boot_seconds: float
+    simulated: bool
+    itl_p50: float | None = None
+    itl_p99: float | None = None
+    startup: StartupFacts | None = None
+    """The server's startup facts as SGLang logged them."""
