@@ -239,7 +239,7 @@ class PerfSession:
             samples=result.samples,
             args=tuple(redact_argv(run.plan.args)),
             prompt_hash=result.prompt_hash,
-            params=result.params.to_dict(),
+            params=result.params.settings,
             recorded_at=_now(),
             commit=self._commit,
             environment=self.environment.facts,

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sglang_perf.errors import SGLangPerfError
+from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 
@@ -30,10 +31,11 @@ class BaselineEntry:
     samples: tuple[Sample, ...]
     args: tuple[str, ...]
     prompt_hash: str
-    params: Mapping[str, Any]
+    params: RequestSettings
     recorded_at: str
     commit: str | None
     environment: Mapping[str, Any]
+    """The software facts when it was recorded (gate/environment.py), as recorded: shown, never interpreted."""
     startup: Mapping[str, Any] | None = None
     """The server's startup facts when the baseline was recorded (server.startup.StartupFacts.to_dict())."""
     ran: Mapping[str, str] | None = None
@@ -47,7 +49,7 @@ class BaselineEntry:
             "samples": [s.to_dict() for s in self.samples],
             "args": list(self.args),
             "prompt_hash": self.prompt_hash,
-            "params": dict(self.params),
+            "params": self.params.to_dict(),
             "recorded_at": self.recorded_at,
             "commit": self.commit,
             "environment": dict(self.environment),

@@ -11,6 +11,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError, EntryKey
+from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 
@@ -124,7 +125,7 @@ def _parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineE
         summaries=MappingProxyType(_parse_summaries(path, where, data["metrics"])),
         samples=_parse_samples(path, where, data["samples"]),
         args=tuple(data["args"]), prompt_hash=data["prompt_hash"],
-        params=MappingProxyType(data["params"]), recorded_at=data["recorded_at"],
+        params=_parse_params(path, where, data["params"]), recorded_at=data["recorded_at"],
         commit=data["commit"], environment=MappingProxyType(data["environment"]),
         startup=_optional_object(path, where, data, "startup"), ran=_optional_object(path, where, data, "ran"),
     )
@@ -139,6 +140,13 @@ def _optional_object(path: Path, where: str, data: Mapping[str, Any], key: str) 
         raise BaselineFileError(path, f"{where}: {key!r} must be an object or null, found {_json_type(value)}",
                                 _FIX_ENTRY)
     return MappingProxyType(value)
+
+
+def _parse_params(path: Path, where: str, params: Mapping[str, Any]) -> RequestSettings:
+    try:
+        return RequestSettings.from_dict(params)
+    except (KeyError, TypeError) as exc:
+        raise BaselineFileError(path, f"{where}: 'params' is malformed ({_why(exc)})", _FIX_ENTRY) from None
 
 
 def _parse_summaries(path: Path, where: str, metrics: Mapping[str, Any]) -> dict[str, Summary]:

@@ -12,10 +12,9 @@ from pytest_sglang_perf.server.startup import StartupFacts
 
 
 @dataclass(frozen=True)
-class RequestParams:
-    """The fixed request a measurement sends; its hash identifies the prompt in baselines."""
+class RequestSettings:
+    """How a fixed prompt is sent: what a baseline records of the request beside the prompt's hash."""
 
-    prompt: str
     max_tokens: int
     temperature: float
     seed: int
@@ -27,6 +26,43 @@ class RequestParams:
             "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
             "repeats": self.repeats, "warmup": self.warmup,
         }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> RequestSettings:
+        """Raises KeyError for a missing field, TypeError for a value of the wrong type."""
+        return cls(max_tokens=_int(data["max_tokens"]), temperature=_number(data["temperature"]),
+                   seed=_int(data["seed"]), repeats=_int(data["repeats"]), warmup=_int(data["warmup"]))
+
+
+def _int(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"expected a whole number, found {value!r}")
+    return value
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"expected a number, found {value!r}")
+    return float(value)
+
+
+@dataclass(frozen=True)
+class RequestParams:
+    """The fixed request a measurement sends; its hash identifies the prompt in baselines."""
+
+    prompt: str
+    max_tokens: int
+    temperature: float
+    seed: int
+    repeats: int
+    warmup: int
+
+    @property
+    def settings(self) -> RequestSettings:
+        return RequestSettings(self.max_tokens, self.temperature, self.seed, self.repeats, self.warmup)
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.settings.to_dict()
 
 
 @dataclass(frozen=True)

@@ -14,11 +14,13 @@ import pytest
 from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError
 from pytest_sglang_perf.gate.jsonfile import lock_path
 from pytest_sglang_perf.gate.store import BaselineStore, environment_key_slug
+from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 
 KEY = "simulated-h100-x2__qwen-qwen3-8b"
 ENV = {"gpu": "H100", "sglang": "0.5.23", "simulated": True}
+PARAMS = RequestSettings(max_tokens=512, temperature=0.6, seed=0, repeats=3, warmup=1)
 
 
 def entry(test_id: str = "tests/perf/test_a.py::test_rbt", variant: str = "default", scale: float = 1.0,
@@ -35,7 +37,7 @@ def entry(test_id: str = "tests/perf/test_a.py::test_rbt", variant: str = "defau
     }
     return BaselineEntry(
         test_id=test_id, variant=variant, summaries=summaries, samples=samples,
-        args=("--tp-size", "2"), prompt_hash="sha256:0123", params={"max_tokens": 512, "temperature": 0.6},
+        args=("--tp-size", "2"), prompt_hash="sha256:0123", params=PARAMS,
         recorded_at="2026-05-09T07:35:25+00:00", commit=commit, environment={"sglang": "0.5.23"},
     )
 
@@ -190,6 +192,10 @@ CORRUPT: dict[str, tuple[bytes, str]] = {
     "startup not an object": (_with(lambda d: _cell(d).update(startup=[1])),
                               r"entry 't' variant 'default': 'startup' must be an object or null, found a list"),
     "ran not an object": (_with(lambda d: _cell(d).update(ran="fast")), r"'ran' must be an object or null"),
+    "params missing a field": (_with(lambda d: _cell(d)["params"].pop("seed")),
+                               r"entry 't' variant 'default': 'params' is malformed \(missing key 'seed'\)"),
+    "params of the wrong type": (_with(lambda d: _cell(d)["params"].update(max_tokens="512")),
+                                 r"'params' is malformed \(expected a whole number, found '512'\)"),
 }
 
 
