@@ -10,6 +10,8 @@ from pathlib import Path
 from pytest_sglang_perf.gate.environment import detect_gpus
 
 SIMULATE_FLAG = "--sglang-simulate"
+REQUIRE_REAL_FLAG = "--sglang-require-real"
+_HELP = ("-h", "--help")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -17,9 +19,12 @@ def _parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run", help="run pytest on the perf suite; adds --sglang-simulate when nvidia-smi finds no GPU",
-        description="Everything after 'run' is passed to pytest (e.g. tests/perf --sglang-variants default).",
+        description="Every argument after 'run' but --real is passed to pytest, in order (e.g. -q tests/perf "
+                    "--sglang-variants default).",
     )
-    run.add_argument("--real", action="store_true", help="never fall back to the simulator")
+    run.add_argument("--real", action="store_true",
+                     help="a gate on real SGLang: never fall back to the simulator, and fail (exit non-zero) when "
+                          "the perf tests cannot run here (adds --sglang-require-real)")
     run.add_argument("pytest_args", nargs=argparse.REMAINDER, help="arguments for pytest")
     check = sub.add_parser(
         "check", help="pre-flight: check every variant's flags before any server starts (exit 1 on an error)",
@@ -40,7 +45,9 @@ def run(pytest_args: Sequence[str], *, real: bool) -> int:
     import pytest
 
     args = list(pytest_args)
-    if not real and SIMULATE_FLAG not in args and not detect_gpus().names:
+    if real:
+        args.append(REQUIRE_REAL_FLAG)
+    elif SIMULATE_FLAG not in args and not detect_gpus().names:
         print("sglang-perf: no GPU found (nvidia-smi): running on the simulator; numbers are SIMULATED",
               file=sys.stderr)
         args.append(SIMULATE_FLAG)
@@ -97,12 +104,21 @@ def check(config: Path | None, *, simulate: bool, gpus: Sequence[str]) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    ns = _parser().parse_args(argv)
+    args = list(sys.argv[1:] if argv is None else argv)
+    if args[:1] == ["run"] and not set(args[1:2]) & set(_HELP):
+        return _run_command(args[1:])
+    ns = _parser().parse_args(args)
     if ns.command == "run":
         return run(ns.pytest_args, real=ns.real)
     if ns.command == "check":
         return check(ns.config, simulate=ns.simulate, gpus=ns.gpu)
     return show_baselines(ns.dir)
+
+
+def _run_command(args: list[str]) -> int:
+    """`sglang-perf run ...`: pytest's arguments in any position and order (argparse would take `-q` for one of
+    its own), and `--real` wherever it stands."""
+    return run([arg for arg in args if arg != "--real"], real="--real" in args)
 
 
 if __name__ == "__main__":

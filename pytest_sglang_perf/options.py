@@ -27,6 +27,8 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("update-baselines", "bool", "record the measured values as the new baselines instead of gating on them"),
     ("results", "path", "write the session's results (metrics, verdicts, environment) as JSON to this path"),
     ("log-dir", "path", "directory for the servers' log files (default: a session temp directory)"),
+    ("require-real", "bool", "a gate run: when the perf tests cannot run on SGLang (it is not installed), the session "
+     "fails with the cause and the fix instead of skipping them (for CI; `sglang-perf run --real` sets it)"),
     ("strict-flags", "bool", "fail every test of a variant whose server did not run what it requested (a flag "
      "SGLang overrode, a default optimization it switched off); default: a warning"),
 )
@@ -94,4 +96,5 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         variants=_names(_raw(config, "variants")),
         log_dir=_path(config, _raw(config, "log-dir")),
         strict_flags=bool(_raw(config, "strict-flags")),
+        require_real=bool(_raw(config, "require-real")),
     )

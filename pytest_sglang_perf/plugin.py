@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from pytest_sglang_perf.config.settings import ConfigError, Variant, load_settings
+from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.options import add_options, resolve_options
 
 if TYPE_CHECKING:
@@ -120,7 +121,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     tests = [(item.nodeid, name) for item in session.items if (name := _variant_of(item)) is not None]
     try:
         perf.collected(tests)
-    except ConfigError as exc:
+    except SGLangPerfError as exc:  # a bad configuration, or a gate run that cannot measure anything here
         raise pytest.UsageError(str(exc)) from None
 
 
@@ -154,8 +155,8 @@ def sglang_perf(request: pytest.FixtureRequest, sglang_variant: Variant) -> Gene
 
     session = request.config.stash[SESSION]
     assert session is not None  # sglang_variant failed the test otherwise
-    if session.unavailable is not None:
-        pytest.skip(session.unavailable)
+    if session.skip_reason is not None:
+        pytest.skip(session.skip_reason)
     try:
         run = session.ready(sglang_variant.name)
     except VariantUnavailable as exc:
@@ -202,6 +203,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
             terminalreporter.section(title)
             for line in lines:
                 terminalreporter.write_line(line)
+    nothing = session.nothing_measured()
+    if nothing is not None:
+        terminalreporter.write_line(nothing, yellow=True, bold=True)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

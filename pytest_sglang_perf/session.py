@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sglang_perf.config.run_options import RunOptions
-from pytest_sglang_perf.config.settings import Settings, variant_line
+from pytest_sglang_perf.config.settings import ConfigError, Settings, variant_line
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.baseline import BaselineEntry
 from pytest_sglang_perf.gate.compare import Cell, check_all
@@ -45,10 +45,15 @@ from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
 
 REFRESH_FLAG = "--sglang-update-baselines"
+_INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
 
 
 class VariantUnavailable(SGLangPerfError):
     """A variant's tests cannot run: it failed the pre-flight check or its server failed to boot."""
+
+
+class NothingMeasured(SGLangPerfError):
+    """A gate run (--sglang-require-real) whose perf tests cannot run here: the message says why and the fix."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +68,9 @@ class ConfigWarning:
 
 class PerfSession:
     def __init__(self, settings: Settings, options: RunOptions, say: Callable[[str], None]) -> None:
+        if options.require_real and options.simulate:
+            raise ConfigError("--sglang-require-real and --sglang-simulate contradict each other: a gate on real "
+                              "SGLang cannot measure the simulator; drop one of them")
         self.settings = settings
         self.options = options
         self.variants = settings.select(options.variants)
@@ -90,9 +98,15 @@ class PerfSession:
         if self.options.simulate or self.settings.server_command is not None:
             return None
         if importlib.util.find_spec("sglang") is None:
-            return ("SGLang is not installed (pip install 'pytest-sglang-perf[sglang]'); "
-                    "run with --sglang-simulate to use the simulator instead")
+            return "SGLang is not installed"
         return None
+
+    @property
+    def skip_reason(self) -> str | None:
+        """Why every perf test skips here (see unavailable), with the two ways out."""
+        if self.unavailable is None:
+            return None
+        return f"{self.unavailable} ({_INSTALL}); run with --sglang-simulate to use the simulator instead"
 
     # Collection -----------------------------------------------------------------------------------------------
 
@@ -100,6 +114,10 @@ class PerfSession:
         """The tests (node id, variant name) in run order: plan each variant they use, then check its flags."""
         for nodeid, name in tests:
             self._run(name).tests.append(nodeid)
+        if self.runs and self.unavailable is not None and self.options.require_real:
+            raise NothingMeasured(
+                f"sglang-perf: --sglang-require-real: {len(tests)} perf test(s) cannot run: {self.unavailable}; "
+                f"install it on this runner ({_INSTALL}), or drop --sglang-require-real to let them skip")
         if self.runs and self.unavailable is None:
             self._preflight()
 
@@ -274,6 +292,14 @@ class PerfSession:
         from pytest_sglang_perf.gate.terminal import summary_lines
 
         return summary_lines(self.cells)
+
+    def nothing_measured(self) -> str | None:
+        """The closing line of a run whose perf tests all skipped because they cannot run here: never a silent
+        green."""
+        total = sum(len(run.tests) for run in self.runs.values())
+        if self.unavailable is None or total == 0:
+            return None
+        return f"sglang-perf: {len(self.cells)} of {total} cells measured: {self.skip_reason}"
 
     def server_summary(self) -> list[str]:
         """The summary's servers section (see describe.server_summary_lines)."""

@@ -18,3 +18,5 @@ class RunOptions:
     variants: tuple[str, ...] | None = None
     log_dir: Path | None = None
     strict_flags: bool = False
+    require_real: bool = False
+    """A gate: perf tests that cannot run on SGLang fail the session instead of skipping."""

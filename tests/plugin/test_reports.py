@@ -57,6 +57,8 @@ def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
         "*--sglang-update-baselines*",
         "*--sglang-results=PATH*",
         "*--sglang-log-dir=PATH*",
+        "*--sglang-require-real*",
+        "*--sglang-strict-flags*",
     ])
 
 
