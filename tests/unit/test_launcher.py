@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import _thread
 import dataclasses
+import gc
 import http.client
 import itertools
 import os
@@ -311,6 +312,10 @@ def test_ctrl_c_from_progress_callback_leaves_nothing_behind(fake: Fake) -> None
 
 def test_ctrl_c_signal_while_waiting_leaves_nothing_behind(fake: Fake) -> None:
     server = ServerProcess(fake.spec(FAKE_CHILD="child", FAKE_MODE="hang", FAKE_LOAD="0.05"))
+    # CPython drops a KeyboardInterrupt that lands while the main thread runs a finaliser (`__del__` of earlier
+    # tests' garbage, collected at a random moment): collect it now, and let no collection run while waiting.
+    gc.collect()
+    gc.disable()
     timer = threading.Timer(0.8, _thread.interrupt_main)  # SIGINT to this (main) thread while start() waits
     timer.start()
     try:
@@ -318,6 +323,7 @@ def test_ctrl_c_signal_while_waiting_leaves_nothing_behind(fake: Fake) -> None:
             server.start()
     finally:
         timer.cancel()
+        gc.enable()
     assert not _alive(fake.pid("child"))
     assert not _alive(fake.pid("main"))
 
