@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import ConfigError, Settings, variant_line
@@ -43,6 +43,10 @@ from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.server.startup import GraphUse, graph_use
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
+
+if TYPE_CHECKING:
+    from pytest_sglang_perf.server.boot import RunningServer
+    from pytest_sglang_perf.server.effective import EffectiveConfig
 
 REFRESH_FLAG = "--sglang-update-baselines"
 _INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
@@ -303,12 +307,17 @@ class PerfSession:
 
     def server_summary(self) -> list[str]:
         """The summary's servers section (see describe.server_summary_lines)."""
-        booted = [run for run in self.runs.values() if run.config is not None and run.server is not None]
-        configs = {run.name: run.config for run in booted if run.config is not None}
-        facts = {run.name: run.startup for run in booted if run.startup is not None}
-        boot_seconds = {run.name: run.server.boot_seconds for run in booted if run.server is not None}
-        uses = {run.name: use for run in booted if (use := self._graph_use(run)) is not None}
+        booted = self._booted()
+        configs = {run.name: config for run, config, _ in booted}
+        facts = {run.name: run.startup for run, _, _ in booted if run.startup is not None}
+        boot_seconds = {run.name: server.boot_seconds for run, _, server in booted}
+        uses = {run.name: use for run, _, _ in booted if (use := self._graph_use(run)) is not None}
         return server_summary_lines(configs, facts, boot_seconds, self.options.simulate, uses)
+
+    def _booted(self) -> list[tuple[VariantRun, EffectiveConfig, RunningServer]]:
+        """The variants whose server booted and was inspected, in boot order."""
+        return [(run, run.config, run.server) for run in self.runs.values()
+                if run.config is not None and run.server is not None]
 
     def _graph_use(self, run: VariantRun) -> GraphUse | None:
         """How many of the variant's prefill/decode batches ran with a graph, from its server's log (so far)."""
@@ -319,13 +328,11 @@ class PerfSession:
     def server_records(self) -> dict[str, dict[str, Any]]:
         """Per booted variant: the effective configuration, the startup facts, boot seconds and runtime graph use."""
         records = {}
-        for run in self.runs.values():
-            if run.config is None:
-                continue
+        for run, config, server in self._booted():
             use = self._graph_use(run)
             records[run.name] = {
-                "effective": run.config.to_dict(),
-                "boot_seconds": None if run.server is None else run.server.boot_seconds,
+                "effective": config.to_dict(),
+                "boot_seconds": server.boot_seconds,
                 "startup": None if run.startup is None else run.startup.to_dict(),
                 "graph_use": None if use is None else use.to_dict(),
             }

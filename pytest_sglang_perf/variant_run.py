@@ -45,7 +45,3 @@ class VariantRun:
     @property
     def last_test(self) -> str | None:
         return self.tests[-1] if self.tests else None
-
-    @property
-    def running(self) -> bool:
-        return self.process is not None
