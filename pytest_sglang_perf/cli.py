@@ -12,6 +12,7 @@ from pytest_sglang_perf.gate.environment import detect_gpus
 SIMULATE_FLAG = "--sglang-simulate"
 REQUIRE_REAL_FLAG = "--sglang-require-real"
 _HELP = ("-h", "--help")
+DEFAULT_REFERENCE = "default"
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -36,9 +37,55 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--simulate", action="store_true", help="check against the simulator's SGLang flag table")
     check.add_argument("--gpu", action="append", default=[], metavar="NAME",
                        help="GPU the matrix will run on, e.g. 'H100' (default: what nvidia-smi finds)")
+    _add_compare(sub)
     show = sub.add_parser("baselines", help="list the stored baselines (environment, test, variant, medians)")
     show.add_argument("--dir", type=Path, default=Path("baselines"), help="baseline directory (default: baselines)")
     return parser
+
+
+def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    compare = sub.add_parser(
+        "compare", help="A/B answers from results files: each variant against --reference, or before vs after",
+        description="With one results file (pytest --sglang-results PATH): per test, every variant against the "
+                    "reference variant. With two: per test and variant, RESULTS2 (after) against RESULTS (before). "
+                    "Each line is the change of the geometric mean of a per-request metric with its confidence "
+                    "interval, and whether it is significant (the interval excludes 0).",
+    )
+    compare.add_argument("results", type=Path, metavar="RESULTS", help="a results file (the 'before' one with two)")
+    compare.add_argument("after", type=Path, nargs="?", default=None, metavar="RESULTS2",
+                         help="a second results file: compare it (after) with RESULTS (before), variant by variant")
+    compare.add_argument("--reference", default=None, metavar="NAME",
+                         help=f"the variant the others are compared with (default: {DEFAULT_REFERENCE}); one file only")
+    compare.add_argument("--confidence", type=float, default=0.95, metavar="LEVEL",
+                         help="confidence level of the intervals, between 0 and 1 (default: 0.95)")
+
+
+def compare(before: Path, after: Path | None, *, reference: str | None, confidence: float) -> int:
+    """`sglang-perf compare`: print the A/B (one file) or before/after (two files) report; 2 on a bad input."""
+    from pytest_sglang_perf.gate.ab import ab_lines, before_after_lines, missing_reference
+    from pytest_sglang_perf.gate.results_read import ResultsFileError, read_result_cells
+
+    if not 0 < confidence < 1:
+        print(f"sglang-perf compare: --confidence must be between 0 and 1, e.g. 0.95; got {confidence:g}",
+              file=sys.stderr)
+        return 2
+    try:
+        cells = [read_result_cells(path) for path in (before, after) if path is not None]
+    except ResultsFileError as exc:
+        print(f"sglang-perf compare: {exc}", file=sys.stderr)
+        return 2
+    if len(cells) == 2:
+        if reference is not None:
+            print("sglang-perf compare: --reference does not apply to two files (each variant is compared with "
+                  "itself); ignoring it", file=sys.stderr)
+        print("\n".join(before_after_lines(cells[0], cells[1], confidence, labels=(str(before), str(after)))))
+        return 0
+    problem = missing_reference(cells[0], reference or DEFAULT_REFERENCE)
+    if problem is not None:
+        print(f"sglang-perf compare: {before}: {problem} (choose one with --reference NAME)", file=sys.stderr)
+        return 2
+    print("\n".join(ab_lines(cells[0], reference or DEFAULT_REFERENCE, confidence)))
+    return 0
 
 
 def run(pytest_args: Sequence[str], *, real: bool) -> int:
@@ -112,6 +159,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return run(ns.pytest_args, real=ns.real)
     if ns.command == "check":
         return check(ns.config, simulate=ns.simulate, gpus=ns.gpu)
+    if ns.command == "compare":
+        return compare(ns.results, ns.after, reference=ns.reference, confidence=ns.confidence)
     return show_baselines(ns.dir)
 
 

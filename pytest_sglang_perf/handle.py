@@ -5,13 +5,14 @@ pytest-facing: a failed request or a regression fails the test (`pytest.fail`), 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import pytest
 
+from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND
 from pytest_sglang_perf.gate.baseline import BaselineFileError
-from pytest_sglang_perf.gate.compare import Verdict
 from pytest_sglang_perf.gate.terminal import failure_message
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.session import PerfSession
@@ -64,20 +65,31 @@ class SGLangPerf:
             client.close()
 
     def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
-                repeats: int | None = None, warmup: int | None = None, seed: int | None = None) -> Result:
-        """Send `prompt` as streamed chat requests (warmup, then repeats) and return samples and summaries."""
+                repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
+                ignore_eos: bool | None = None) -> Result:
+        """Send `prompt` as streamed chat requests (warmup, then repeats) and return samples and summaries.
+
+        `repeats="auto"` (or `request.repeats = "auto"`): the adaptive plan, which keeps measuring until this
+        test's verdict is decided at the configured confidence, up to `request.max_repeats` requests.
+        """
+        __tracebackhide__ = True
+        params = self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos)
+        return self._measure(params)
+
+    def _decider(self, params: RequestParams) -> Callable[[Result], bool] | None:
+        """The adaptive plan's stopping rule for this test's cell; None for a fixed plan."""
+        from pytest_sglang_perf.measurement.measure import prompt_hash
+
+        if params.max_repeats is None:
+            return None
+        return self._session.decider(self.test_id, self.variant.name, prompt_hash(params), params)
+
+    def _measure(self, params: RequestParams) -> Result:
         __tracebackhide__ = True
         from pytest_sglang_perf.measurement.client import RequestFailed
-        from pytest_sglang_perf.measurement.measure import measure
 
-        params = self._params(prompt, max_tokens, temperature, repeats, warmup, seed)
         try:
-            return measure(
-                self.base_url, model=self.model, variant=self.variant.name, params=params,
-                boot_seconds=self.server.boot_seconds, simulated=self.simulated,
-                api_key=self.server.plan.api_key, timeout=self._session.settings.request.timeout,
-                startup=self._run.startup,
-            )
+            return self._session.measure(self.variant.name, params, self._decider(params))
         except RequestFailed as exc:
             failure = (f"[{self.variant.name}] request failed: {exc}{self._server_gone()}\n"
                        f"server log: {self.server.log_path}")
@@ -94,10 +106,10 @@ class SGLangPerf:
         from pytest_sglang_perf.measurement.client import ChatRequest, RequestFailed
         from pytest_sglang_perf.measurement.openai_client import cross_check
 
-        params = self._params(prompt, max_tokens, temperature, 1, 0, seed)
+        params = self._params(prompt, max_tokens, temperature, 1, 0, seed, None)
         request = ChatRequest(model=self.model, prompt=prompt, max_tokens=params.max_tokens,
                               temperature=params.temperature, seed=params.seed,
-                              timeout=self._session.settings.request.timeout)
+                              timeout=self._session.settings.request.timeout, ignore_eos=params.ignore_eos)
         try:
             return cross_check(self.base_url, request, self.server.plan.api_key)
         except RequestFailed as exc:
@@ -108,28 +120,37 @@ class SGLangPerf:
         ended = self.server.exit_description(_EXIT_WAIT)
         return "" if ended is None else f"\nthe server process (pid {self.server.pid}) is gone: {ended}"
 
-    def _params(self, prompt: str, max_tokens: int | None, temperature: float | None, repeats: int | None,
-                warmup: int | None, seed: int | None) -> RequestParams:
+    def _params(self, prompt: str, max_tokens: int | None, temperature: float | None,
+                repeats: int | Literal["auto"] | None, warmup: int | None, seed: int | None,
+                ignore_eos: bool | None) -> RequestParams:
         defaults = self._session.settings.request
+        adaptive = repeats == AUTO or (repeats is None and defaults.adaptive)
+        if repeats is not None and repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)
+                                                         or repeats < 1):
+            raise ValueError(f'repeats must be a whole number >= 1 or "auto", got {repeats!r}')
+        count = AUTO_FIRST_ROUND if adaptive else defaults.repeats if repeats is None else int(repeats)
         return RequestParams(
             prompt=prompt,
             max_tokens=defaults.max_tokens if max_tokens is None else max_tokens,
             temperature=defaults.temperature if temperature is None else temperature,
             seed=defaults.seed if seed is None else seed,
-            repeats=defaults.repeats if repeats is None else repeats,
+            repeats=count,
             warmup=defaults.warmup if warmup is None else warmup,
+            ignore_eos=defaults.ignore_eos if ignore_eos is None else ignore_eos,
+            max_repeats=max(defaults.max_repeats, count) if adaptive else None,
         )
 
     def check(self, result: Result) -> None:
-        """Gate `result` on this test's baseline; fails the test on a regression (see the README)."""
+        """Gate `result` on this test's baseline (see the README's verdicts): a regression is re-measured once on
+        this server and fails the test only if it holds."""
         __tracebackhide__ = True
         if result.variant != self.variant.name:
             raise ValueError(f"result of variant {result.variant!r} checked in variant {self.variant.name!r}")
         try:
-            cell = self._session.check(self.test_id, result)
+            cell = self._session.check(self.test_id, result, lambda: self._measure(result.params))
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
-        if cell.verdict is Verdict.REGRESSED:
+        if self._session.gate_failure(cell) is not None:
             context = self._session.server_lines(self._run)
             pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid), context), pytrace=False)
 

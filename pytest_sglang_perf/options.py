@@ -29,6 +29,12 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("log-dir", "path", "directory for the servers' log files (default: a session temp directory)"),
     ("require-real", "bool", "a gate run: when the perf tests cannot run on SGLang (it is not installed), the session "
      "fails with the cause and the fix instead of skipping them (for CI; `sglang-perf run --real` sets it)"),
+    ("require-baselines", "bool", "a gate: fail cells that have no comparable baseline (new, or stale: recorded "
+     "for another request, server args, model or GPUs); default: they pass, and the summary says so"),
+    ("fail-inconclusive", "bool", "fail cells whose metric got worse beyond its tolerance without statistical "
+     "evidence, or whose regression did not hold when re-measured; default: reported as inconclusive, passing"),
+    ("boots", "int", "with --sglang-update-baselines: record each variant's baselines over N server boots (its "
+     "tests' requests are re-measured on N-1 fresh boots), so the gate knows the boot-to-boot spread (default 1)"),
     ("strict-flags", "bool", "fail every test of a variant whose server did not run what it requested (a flag "
      "SGLang overrode, a default optimization it switched off); default: a warning"),
 )
@@ -42,7 +48,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(f"--sglang-{name}", action="store_true", default=None, dest=dest, help=help_text)
             parser.addini(dest, help_text, type="bool", default=False)
         else:
-            metavar = "NAMES" if kind == "list" else "PATH"
+            metavar = {"list": "NAMES", "int": "N"}.get(kind, "PATH")
             group.addoption(f"--sglang-{name}", action="store", default=None, dest=dest, metavar=metavar,
                             help=help_text)
             parser.addini(dest, help_text, default=None)
@@ -87,6 +93,18 @@ def _names(value: object) -> tuple[str, ...] | None:
     return names
 
 
+def _count(value: object) -> int:
+    if value in (None, ""):
+        return 1
+    try:
+        count = int(str(value))
+    except ValueError:
+        count = 0
+    if count < 1:
+        raise pytest.UsageError(f"--sglang-boots: expected a whole number >= 1, got {value!r}")
+    return count
+
+
 def resolve_options(config: pytest.Config) -> RunOptions:
     return RunOptions(
         config_path=_path(config, _raw(config, "config")),
@@ -97,4 +115,7 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         log_dir=_path(config, _raw(config, "log-dir")),
         strict_flags=bool(_raw(config, "strict-flags")),
         require_real=bool(_raw(config, "require-real")),
+        require_baselines=bool(_raw(config, "require-baselines")),
+        fail_inconclusive=bool(_raw(config, "fail-inconclusive")),
+        boots=_count(_raw(config, "boots")),
     )

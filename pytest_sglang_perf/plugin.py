@@ -82,7 +82,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     names = ", ".join(v.name for v in session.variants)
     mode = "SIMULATED (the plugin's simulator, not SGLang)" if session.options.simulate else "SGLang"
     lines = [f"sglang-perf: {session.settings.source}; model {session.settings.model}; variants: {names}; {mode}",
-             f"sglang-perf: baselines: {session.store.path}"]
+             f"sglang-perf: baselines: {session.settings.baseline_dir}/ (a file per GPU model x GPUs a server uses "
+             "x model)"]
     if session.options.update_baselines:
         lines.append("sglang-perf: recording new baselines (--sglang-update-baselines)")
     return lines
@@ -198,7 +199,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     session = terminalreporter.config.stash.get(SESSION, None)
     if session is None:
         return
-    for title, lines in (("sglang-perf servers", session.server_summary()), ("sglang-perf", session.summary())):
+    from pytest_sglang_perf.server_views import server_summary
+
+    servers = server_summary(session.runs.values(), session.options.simulate)
+    for title, lines in (("sglang-perf servers", servers), ("sglang-perf", session.summary())):
         if lines:
             terminalreporter.section(title)
             for line in lines:
@@ -206,9 +210,14 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     nothing = session.nothing_measured()
     if nothing is not None:
         terminalreporter.write_line(nothing, yellow=True, bold=True)
+    for error in session.errors:
+        terminalreporter.write_line(f"sglang-perf: ERROR: {error}", red=True, bold=True)
 
 
-def pytest_sessionfinish(session: pytest.Session) -> None:
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     perf = session.config.stash.get(SESSION, None)
-    if perf is not None:
-        perf.finish()
+    if perf is None:
+        return
+    perf.finish()
+    if perf.errors and exitstatus == pytest.ExitCode.OK:  # a failure outside any test (a baseline boot) is not green
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -13,40 +13,38 @@ import importlib.util
 import os
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import ConfigError, Settings, variant_line
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.gate.baseline import BaselineEntry
-from pytest_sglang_perf.gate.compare import Cell, check_all
-from pytest_sglang_perf.gate.environment import Environment, build_environment, detect_gpus
-from pytest_sglang_perf.gate.store import BaselineStore
-from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.gate.compare import Cell, GatePolicy, Verdict
+from pytest_sglang_perf.gate.environment import Environment, build_environment, detect_gpus, environment_key
+from pytest_sglang_perf.gate.identity import CellIdentity
+from pytest_sglang_perf.gate.judge import CellPlace, Judge
+from pytest_sglang_perf.gate.recording import RecordedRun, Recorder
+from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.server.boot import boot_server, stop_server
 from pytest_sglang_perf.server.describe import (
     config_lines,
-    server_summary_lines,
     startup_text,
     strict_failure,
     warning_text,
 )
+from pytest_sglang_perf.server.fingerprint import local_model_dir, server_identity
 from pytest_sglang_perf.server.hints import boot_hints
 from pytest_sglang_perf.server.launcher import BootError
-from pytest_sglang_perf.server.logfeed import last_attempt
 from pytest_sglang_perf.server.plan import flag_value, plan_server
 from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.redaction import redact_argv
-from pytest_sglang_perf.server.startup import GraphUse, graph_use
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
 
 if TYPE_CHECKING:
-    from pytest_sglang_perf.server.boot import RunningServer
-    from pytest_sglang_perf.server.effective import EffectiveConfig
+    pass
 
 REFRESH_FLAG = "--sglang-update-baselines"
 _INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
@@ -83,18 +81,28 @@ class PerfSession:
         """The variants the session's tests use, in run order."""
         self.cells: list[Cell] = []
         self.results: dict[tuple[str, str], Result] = {}
+        self.confirmations: dict[tuple[str, str], Result] = {}
+        """The re-measure of each cell whose regression was confirmed (or not) on the same server."""
+        self.errors: list[str] = []
+        """Session-level failures outside any test (a baseline boot that failed): the run exits non-zero."""
         self._log_dir = options.log_dir or settings.log_dir
         self._say = say
 
     @cached_property
     def environment(self) -> Environment:
-        return build_environment(
-            model=self.settings.model, simulated=self.options.simulate, sim_args=self.settings.simulate.args
-        )
+        return build_environment(model=self.settings.model, simulated=self.options.simulate)
 
     @cached_property
-    def store(self) -> BaselineStore:
-        return BaselineStore(self.settings.baseline_dir, self.environment.key)
+    def judge(self) -> Judge:
+        from pytest_sglang_perf.sglang_facts.resolved import option_defaults
+
+        policy = GatePolicy(self.settings.gate.confidence, self.settings.gate.power)
+        defaults = option_defaults(self._parser)
+        return Judge(self.settings.baseline_dir, policy, self.settings.tolerance, defaults.get)
+
+    @cached_property
+    def recorder(self) -> Recorder:
+        return Recorder(self.judge, self.environment.facts, _git_commit(self.settings.root))
 
     @cached_property
     def unavailable(self) -> str | None:
@@ -167,8 +175,34 @@ class PerfSession:
     def end(self, nodeid: str, name: str) -> None:
         """After a test: stop its variant's server when this was the variant's last test."""
         run = self.runs.get(name)
-        if run is not None and run.last_test == nodeid:
-            self._stop(run)
+        if run is None or run.last_test != nodeid:
+            return
+        if self.options.update_baselines and self.options.boots > 1:
+            self._record_boots(run)
+        self._stop(run)
+
+    def _record_boots(self, run: VariantRun) -> None:
+        """--sglang-boots N: re-measure the variant's recorded cells on N-1 fresh boots, then write them; if a boot
+        or a request fails, write none of them and fail the session."""
+        pending = self.recorder.pending(run.name)
+        total = self.options.boots
+        if not pending or run.process is None:
+            return
+        for boot in range(2, total + 1):
+            self._say(f"[{run.name}] recording baselines: boot {boot} of {total}")
+            try:
+                self._stop(run)
+                self._boot(run)
+                for cell in pending:
+                    params = replace(cell.first.params, repeats=len(cell.first.samples), max_repeats=None)
+                    cell.results.append(self.measure(run.name, params))
+            except SGLangPerfError as exc:
+                self.recorder.discard(run.name)
+                self.errors.append(f"variant {run.name!r}: baselines NOT recorded: boot {boot} of {total} "
+                                   f"failed: {exc}")
+                return
+        files = ", ".join(str(path) for path in self.recorder.write(run.name))
+        self._say(f"[{run.name}] recorded {len(pending)} baseline(s) over {total} boots in {files}")
 
     def ready(self, name: str) -> VariantRun:
         """The variant's run with its server up; raises VariantUnavailable with the report when it cannot be."""
@@ -237,41 +271,73 @@ class PerfSession:
         line = variant_line(path, name) if path is not None else None
         return ConfigWarning(warning_text(name, config), path, line)
 
-    # Checking results ---------------------------------------------------------------------------------------
+    # Measuring and checking results ---------------------------------------------------------------------------
 
-    def check(self, test_id: str, result: Result) -> Cell:
-        """Compare a result with its baseline (or record it), remember the cell and return it."""
-        baseline = self.store.lookup(test_id, result.variant)
-        tolerances = {name: self.settings.tolerance(name) for name in result.summaries}
-        checks = check_all(result.summaries, baseline.summaries if baseline else None, tolerances)
-        updated = self.options.update_baselines
-        if updated:
-            self.store.write([self._entry(test_id, result)], self.environment.facts)
-        cell = Cell(test_id, result.variant, checks, result.simulated, updated=updated)
+    def measure(self, name: str, params: RequestParams, decided: Callable[[Result], bool] | None = None) -> Result:
+        """Measure `params` on the variant's running server; raises client.RequestFailed."""
+        from pytest_sglang_perf.measurement.measure import measure
+
+        run = self.runs[name]
+        assert run.server is not None, "measure() needs the variant's running server"
+        return measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
+                       boot_seconds=run.server.boot_seconds, simulated=self.options.simulate,
+                       api_key=run.server.plan.api_key, timeout=self.settings.request.timeout,
+                       startup=run.startup, decided=decided)
+
+    def place(self, name: str, prompt_hash: str, params: RequestParams) -> CellPlace:
+        """The cell's baseline file key and identity (request, server args as resolved, model, GPUs used)."""
+        run = self.runs[name]
+        if run.identity is None:
+            model_path = flag_value(run.plan.command, "--model-path") or self.settings.model
+            run.identity, hardware = server_identity(
+                run.plan, self._parser, model=self.settings.model,
+                model_dir=local_model_dir(model_path, self.settings.root), gpu_name=self._gpu_name())
+            run.key = environment_key(model=self.settings.model, simulated=self.options.simulate,
+                                      hardware=hardware)
+        assert run.key is not None
+        return CellPlace(run.key, CellIdentity.of(prompt_hash, params.settings, run.identity))
+
+    def _gpu_name(self) -> str | None:
+        names = self._preflight_gpus()
+        return names[0] if names else None
+
+    def decider(self, test_id: str, name: str, prompt_hash: str, params: RequestParams) -> Callable[[Result], bool]:
+        """For the adaptive plan: whether the samples so far decide the cell's verdict."""
+        return self.judge.decided(test_id, self.place(name, prompt_hash, params))
+
+    def check(self, test_id: str, result: Result, remeasure: Callable[[], Result]) -> Cell:
+        """Judge a result against its comparable baseline: a regression is re-measured once (`remeasure`) and
+        fails only if it holds. With --sglang-update-baselines, record it instead. Remembers the cell."""
+        place = self.place(result.variant, result.prompt_hash, result.params)
+        cell = self.judge.judge(test_id, result, place)
+        if self.options.update_baselines:
+            cell = replace(cell, updated=True)
+            self.recorder.add(test_id, result, place, self._recorded_run(result.variant))
+            if self.options.boots == 1:
+                self.recorder.write(result.variant)
+        elif cell.verdict is Verdict.REGRESSED:
+            again = remeasure()
+            cell = self.judge.confirm(cell, again, place)
+            self.confirmations[(test_id, result.variant)] = again
         self.cells.append(cell)
         self.results[(test_id, result.variant)] = result
         return cell
 
-    def _entry(self, test_id: str, result: Result) -> BaselineEntry:
-        run = self.runs[result.variant]
-        return BaselineEntry(
-            test_id=test_id,
-            variant=result.variant,
-            summaries=result.summaries,
-            samples=result.samples,
-            args=tuple(redact_argv(run.plan.args)),
-            prompt_hash=result.prompt_hash,
-            params=result.params.settings,
-            recorded_at=_now(),
-            commit=self._commit,
-            environment=self.environment.facts,
-            startup=None if result.startup is None else result.startup.to_dict(),
-            ran=None if run.config is None else dict(run.config.ran),
-        )
+    def _recorded_run(self, name: str) -> RecordedRun:
+        run = self.runs[name]
+        return RecordedRun(tuple(redact_argv(run.plan.args)), None if run.config is None else dict(run.config.ran))
 
-    @cached_property
-    def _commit(self) -> str | None:
-        return _git_commit(self.settings.root)
+    def gate_failure(self, cell: Cell) -> str | None:
+        """Why a checked cell fails its test, or None: regressed always; inconclusive with
+        --sglang-fail-inconclusive; new and stale with --sglang-require-baselines."""
+        verdict = cell.verdict
+        if verdict is Verdict.REGRESSED:
+            return "regressed"
+        if verdict is Verdict.INCONCLUSIVE and self.options.fail_inconclusive:
+            return "inconclusive (--sglang-fail-inconclusive)"
+        if verdict in (Verdict.NEW, Verdict.STALE) and self.options.require_baselines:
+            return f"{verdict.value}: no comparable baseline (--sglang-require-baselines)"
+        return None
 
     def refresh_command(self, nodeid: str) -> str:
         """The command that re-measures one test (one variant) and records it as the baseline."""
@@ -305,39 +371,6 @@ class PerfSession:
             return None
         return f"sglang-perf: {len(self.cells)} of {total} cells measured: {self.skip_reason}"
 
-    def server_summary(self) -> list[str]:
-        """The summary's servers section (see describe.server_summary_lines)."""
-        booted = self._booted()
-        configs = {run.name: config for run, config, _ in booted}
-        facts = {run.name: run.startup for run, _, _ in booted if run.startup is not None}
-        boot_seconds = {run.name: server.boot_seconds for run, _, server in booted}
-        uses = {run.name: use for run, _, _ in booted if (use := self._graph_use(run)) is not None}
-        return server_summary_lines(configs, facts, boot_seconds, self.options.simulate, uses)
-
-    def _booted(self) -> list[tuple[VariantRun, EffectiveConfig, RunningServer]]:
-        """The variants whose server booted and was inspected, in boot order."""
-        return [(run, run.config, run.server) for run in self.runs.values()
-                if run.config is not None and run.server is not None]
-
-    def _graph_use(self, run: VariantRun) -> GraphUse | None:
-        """How many of the variant's prefill/decode batches ran with a graph, from its server's log (so far)."""
-        if run.server is None or not run.server.log_path.exists():
-            return None
-        return graph_use(last_attempt(run.server.log_path.read_text(encoding="utf-8", errors="replace")))
-
-    def server_records(self) -> dict[str, dict[str, Any]]:
-        """Per booted variant: the effective configuration, the startup facts, boot seconds and runtime graph use."""
-        records = {}
-        for run, config, server in self._booted():
-            use = self._graph_use(run)
-            records[run.name] = {
-                "effective": config.to_dict(),
-                "boot_seconds": server.boot_seconds,
-                "startup": None if run.startup is None else run.startup.to_dict(),
-                "graph_use": None if use is None else use.to_dict(),
-            }
-        return records
-
     # The end --------------------------------------------------------------------------------------------------
 
     def stop_all(self) -> None:
@@ -349,15 +382,10 @@ class PerfSession:
         self.stop_all()
         if self.options.results_path is not None:
             from pytest_sglang_perf.gate.results_file import write_results
+            from pytest_sglang_perf.server_views import server_records
 
             write_results(self.options.results_path, self.cells, self.results, self.environment.facts,
-                          self.server_records())
-
-
-def _now() -> str:
-    from datetime import UTC, datetime
-
-    return datetime.now(UTC).isoformat(timespec="seconds")
+                          server_records(self.runs.values()), self.confirmations)
 
 
 def _git_commit(root: Path) -> str | None:

@@ -13,6 +13,7 @@ from pytest_sglang_perf.config.settings import Variant
 from pytest_sglang_perf.server.plan import ServerPlan
 
 if TYPE_CHECKING:
+    from pytest_sglang_perf.gate.identity import ServerIdentity
     from pytest_sglang_perf.server.boot import RunningServer
     from pytest_sglang_perf.server.effective import EffectiveConfig
     from pytest_sglang_perf.server.launcher import BootError, ServerProcess
@@ -37,6 +38,10 @@ class VariantRun:
     """What the server really ran, read once after its first boot."""
     startup: StartupFacts | None = None
     """What the server's first boot logged about its startup costs."""
+    identity: ServerIdentity | None = None
+    """What the server is (model, GPUs used, resolved args), for its cells' identities; set when first needed."""
+    key: str | None = None
+    """The variant's baseline file key (GPU model x GPUs used, model); set with `identity`."""
 
     @property
     def name(self) -> str:

@@ -20,3 +20,9 @@ class RunOptions:
     strict_flags: bool = False
     require_real: bool = False
     """A gate: perf tests that cannot run on SGLang fail the session instead of skipping."""
+    require_baselines: bool = False
+    """A gate: `new` and `stale` cells fail instead of passing loudly."""
+    fail_inconclusive: bool = False
+    """`inconclusive` cells fail instead of passing with a warning line."""
+    boots: int = 1
+    """Recording baselines: server boots per variant (the gate then knows the boot-to-boot spread)."""

@@ -9,14 +9,16 @@ from __future__ import annotations
 import dataclasses
 import re
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
 
+from pytest_sglang_perf.config.reader import ConfigError as ConfigError  # re-exported: callers import it from here
+from pytest_sglang_perf.config.reader import Reader, expect_table, string
+from pytest_sglang_perf.config.request import GateSettings, RequestDefaults, parse_gate, parse_request
 from pytest_sglang_perf.config.units import parse_duration, parse_percent
-from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.measurement.metrics import METRICS
 
 T = TypeVar("T")
@@ -31,7 +33,7 @@ _PLUGIN_OWNED_FLAGS = {
 }
 _TOP_KEYS = {
     "model", "args", "variants", "tolerance", "startup_timeout", "server_command", "request",
-    "baseline_dir", "env", "simulate", "log_dir",
+    "baseline_dir", "env", "simulate", "log_dir", "gate",
 }
 
 
@@ -39,25 +41,11 @@ _NO_ARGS: tuple[str, ...] = ()
 _NO_ENV: Mapping[str, str] = MappingProxyType({})
 
 
-class ConfigError(SGLangPerfError):
-    """A configuration problem, with where it is and how to fix it."""
-
-
 @dataclass(frozen=True)
 class Variant:
     name: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
-
-
-@dataclass(frozen=True)
-class RequestDefaults:
-    max_tokens: int = 512
-    temperature: float = 0.6
-    repeats: int = 3
-    warmup: int = 1
-    seed: int = 0
-    timeout: float = 600.0
 
 
 @dataclass(frozen=True)
@@ -77,7 +65,8 @@ class Settings:
     tolerances: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
     server_command: tuple[str, ...] | None = None
-    request: RequestDefaults = RequestDefaults()
+    request: RequestDefaults = field(default_factory=RequestDefaults)
+    gate: GateSettings = field(default_factory=GateSettings)
     baseline_dir: Path = Path("baselines")
     log_dir: Path | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -117,7 +106,7 @@ def find_config(rootdir: Path, explicit: Path | None) -> tuple[Path, Mapping[str
     if pyproject.is_file():
         table = _read_toml(pyproject).get("tool", {}).get("sglang_perf")
         if table is not None:
-            return pyproject, _expect_table(table, "pyproject.toml", "[tool.sglang_perf]"), _PYPROJECT
+            return pyproject, expect_table(table, "pyproject.toml", "[tool.sglang_perf]"), _PYPROJECT
     return None
 
 
@@ -131,7 +120,7 @@ def _read_explicit(path: Path) -> tuple[Path, Mapping[str, Any], str]:
     data = _read_toml(path)
     nested = data.get("tool", {}).get("sglang_perf") if isinstance(data.get("tool"), dict) else None
     if nested is not None:
-        return path, _expect_table(nested, str(path), "[tool.sglang_perf]"), f"{path} [tool.sglang_perf]"
+        return path, expect_table(nested, str(path), "[tool.sglang_perf]"), f"{path} [tool.sglang_perf]"
     if path.name == "pyproject.toml":
         raise ConfigError(f"{path} has no [tool.sglang_perf] table; add one (see the README's config reference)")
     return path, data, str(path)
@@ -143,12 +132,6 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(fh)
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}; fix the syntax at that position") from None
-
-
-def _expect_table(value: object, source: str, key: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise ConfigError(f"{source}: {key} must be a table, got {type(value).__name__}")
-    return value
 
 
 def load_settings(rootdir: Path, explicit: Path | None = None) -> Settings | None:
@@ -179,9 +162,9 @@ def variant_line(path: Path, name: str) -> int | None:
 
 
 def parse_settings(table: Mapping[str, Any], *, source: str, root: Path) -> Settings:
-    reader = _Reader(source)
+    reader = Reader(source)
     reader.check_keys(table, _TOP_KEYS, "")
-    model = reader.get(table, "model", _string, required=True)
+    model = reader.get(table, "model", string, required=True)
     return Settings(
         source=source,
         root=root,
@@ -191,45 +174,13 @@ def parse_settings(table: Mapping[str, Any], *, source: str, root: Path) -> Sett
         tolerances=_tolerances(reader, table.get("tolerance")),
         startup_timeout=reader.get(table, "startup_timeout", parse_duration, default=DEFAULT_STARTUP_TIMEOUT),
         server_command=reader.get(table, "server_command", _command, default=None),
-        request=_request(reader, table.get("request")),
-        baseline_dir=root / reader.get(table, "baseline_dir", _string, default="baselines"),
-        log_dir=_optional_dir(root, reader.get(table, "log_dir", _string, default=None)),
+        request=parse_request(reader, table.get("request")),
+        gate=parse_gate(reader, table.get("gate")),
+        baseline_dir=root / reader.get(table, "baseline_dir", string, default="baselines"),
+        log_dir=_optional_dir(root, reader.get(table, "log_dir", string, default=None)),
         env=reader.get(table, "env", _env, default=MappingProxyType({})),
         simulate=_simulate(reader, table.get("simulate"), root),
     )
-
-
-class _Reader:
-    """Reads typed values from a TOML table, turning every failure into a ConfigError with its location."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def fail(self, key: str, problem: str) -> ConfigError:
-        return ConfigError(f"{self.source}: {key}: {problem}")
-
-    def check_keys(self, table: Mapping[str, Any], known: set[str], prefix: str) -> None:
-        for key in table:
-            if key not in known:
-                names = ", ".join(sorted(known))
-                raise self.fail(prefix + key, f"unknown key; known keys here: {names}")
-
-    def get(self, table: Mapping[str, Any], key: str, parse: Callable[[Any], T], *,
-            default: T | None = None, required: bool = False, prefix: str = "") -> T:
-        if key not in table:
-            if required:
-                raise self.fail(prefix + key, "missing; it is required (e.g. model = \"Qwen/Qwen3.6-27B\")")
-            return default  # type: ignore[return-value]
-        try:
-            return parse(table[key])
-        except (ValueError, TypeError) as exc:
-            raise self.fail(prefix + key, str(exc)) from None
-
-
-def _string(value: object) -> str:
-    if not isinstance(value, str) or not value.strip():
-        raise ValueError(f"expected a non-empty string, got {value!r}")
-    return value
 
 
 def _string_list(value: object, what: str) -> tuple[str, ...]:
@@ -264,7 +215,7 @@ def _optional_dir(root: Path, value: str | None) -> Path | None:
     return None if value is None else root / value
 
 
-def _variants(reader: _Reader, value: object) -> tuple[Variant, ...]:
+def _variants(reader: Reader, value: object) -> tuple[Variant, ...]:
     if value is None:
         return (Variant("default"),)
     if not isinstance(value, dict) or not value:
@@ -273,7 +224,7 @@ def _variants(reader: _Reader, value: object) -> tuple[Variant, ...]:
     return tuple(_variant(reader, name, spec) for name, spec in value.items())
 
 
-def _variant(reader: _Reader, name: str, spec: object) -> Variant:
+def _variant(reader: Reader, name: str, spec: object) -> Variant:
     key = f"variants.{name}"
     if not _VARIANT_NAME.match(name):
         raise reader.fail(key, "variant names may use letters, digits, '_' and '.' only (they end test ids "
@@ -289,61 +240,20 @@ def _variant(reader: _Reader, name: str, spec: object) -> Variant:
                       f"{name} = [\"--enable-single-batch-overlap\"]")
 
 
-def _tolerances(reader: _Reader, value: object) -> Mapping[str, float]:
+def _tolerances(reader: Reader, value: object) -> Mapping[str, float]:
     if value is None:
         return MappingProxyType({})
-    table = _expect_table(value, reader.source, "tolerance")
+    table = expect_table(value, reader.source, "tolerance")
     reader.check_keys(table, set(METRICS), "tolerance.")
     return MappingProxyType({name: reader.get(table, name, parse_percent, prefix="tolerance.") for name in table})
 
 
-def _positive_int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ValueError(f"expected a whole number >= 1, got {value!r}")
-    return value
-
-
-def _non_negative_int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise ValueError(f"expected a whole number >= 0, got {value!r}")
-    return value
-
-
-def _temperature(value: object) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 <= value <= 2:
-        raise ValueError(f"expected a number from 0 to 2, got {value!r}")
-    return float(value)
-
-
-def _int(value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise ValueError(f"expected a whole number, got {value!r}")
-    return value
-
-
-def _request(reader: _Reader, value: object) -> RequestDefaults:
-    if value is None:
-        return RequestDefaults()
-    table = _expect_table(value, reader.source, "request")
-    reader.check_keys(table, {"max_tokens", "temperature", "repeats", "warmup", "seed", "timeout"}, "request.")
-    base = RequestDefaults()
-    p = "request."
-    return RequestDefaults(
-        max_tokens=reader.get(table, "max_tokens", _positive_int, default=base.max_tokens, prefix=p),
-        temperature=reader.get(table, "temperature", _temperature, default=base.temperature, prefix=p),
-        repeats=reader.get(table, "repeats", _positive_int, default=base.repeats, prefix=p),
-        warmup=reader.get(table, "warmup", _non_negative_int, default=base.warmup, prefix=p),
-        seed=reader.get(table, "seed", _int, default=base.seed, prefix=p),
-        timeout=reader.get(table, "timeout", parse_duration, default=base.timeout, prefix=p),
-    )
-
-
-def _simulate(reader: _Reader, value: object, root: Path) -> SimulateSettings:
+def _simulate(reader: Reader, value: object, root: Path) -> SimulateSettings:
     if value is None:
         return SimulateSettings()
-    table = _expect_table(value, reader.source, "simulate")
+    table = expect_table(value, reader.source, "simulate")
     reader.check_keys(table, {"model_path", "args"}, "simulate.")
-    model_path = reader.get(table, "model_path", _string, default=None, prefix="simulate.")
+    model_path = reader.get(table, "model_path", string, default=None, prefix="simulate.")
     return SimulateSettings(
         model_path=None if model_path is None else root / model_path,
         args=reader.get(table, "args", _string_list_any, default=(), prefix="simulate."),

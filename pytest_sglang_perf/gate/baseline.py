@@ -11,14 +11,29 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sglang_perf.errors import SGLangPerfError
+from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
+from pytest_sglang_perf.measurement.values import metric_values
 
 SCHEMA_VERSION = 1
 
 EntryKey = tuple[str, str]
 """(test id, variant)."""
+
+
+@dataclass(frozen=True)
+class BootRecord:
+    """One server boot of a baseline: how many of the entry's samples it measured, in order, and its boot costs."""
+
+    samples: int
+    boot_seconds: float | None
+    graph_capture_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"samples": self.samples, "boot_seconds": self.boot_seconds,
+                "graph_capture_seconds": self.graph_capture_seconds}
 
 
 @dataclass(frozen=True)
@@ -40,9 +55,38 @@ class BaselineEntry:
     """The server's startup facts when the baseline was recorded (server.startup.StartupFacts.to_dict())."""
     ran: Mapping[str, str] | None = None
     """What the server ran (effective.EffectiveConfig.ran), e.g. {"prefill CUDA graph": "breakable (...)"}."""
+    identity: CellIdentity | None = None
+    """What was measured (request, resolved args, model, GPUs); None in entries recorded before it was kept."""
+    boots: tuple[BootRecord, ...] = ()
+    """The boots the samples came from, in order; empty in older entries (one boot: all samples)."""
+
+    def boot_records(self) -> tuple[BootRecord, ...]:
+        """The entry's boots; an older entry's samples all come from one boot, with the summaries' boot costs."""
+        if self.boots:
+            return self.boots
+        return (BootRecord(len(self.samples), self._median("boot_seconds"), self._median("graph_capture_seconds")),)
+
+    def _median(self, name: str) -> float | None:
+        summary = self.summaries.get(name)
+        return None if summary is None else summary.median
+
+    def boot_values(self) -> dict[str, list[list[float]]]:
+        """Each metric's values grouped by boot (the statistics' reference); a metric every boot has."""
+        grouped: dict[str, list[list[float]]] = {}
+        start = 0
+        for boot in self.boot_records():
+            values = metric_values(self.samples[start:start + boot.samples], boot.boot_seconds,
+                                   boot.graph_capture_seconds)
+            start += boot.samples
+            for name, found in values.items():
+                grouped.setdefault(name, []).append(list(found))
+        count = len(self.boot_records())
+        return {name: boots for name, boots in grouped.items() if len(boots) == count}
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "identity": None if self.identity is None else self.identity.to_dict(),
+            "boots": [boot.to_dict() for boot in self.boots],
             "startup": None if self.startup is None else dict(self.startup),
             "ran": None if self.ran is None else dict(self.ran),
             "metrics": {name: s.to_dict() for name, s in self.summaries.items()},

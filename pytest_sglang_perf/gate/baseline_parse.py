@@ -10,7 +10,14 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError, EntryKey
+from pytest_sglang_perf.gate.baseline import (
+    SCHEMA_VERSION,
+    BaselineEntry,
+    BaselineFileError,
+    BootRecord,
+    EntryKey,
+)
+from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
@@ -128,7 +135,55 @@ def _parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineE
         params=_parse_params(path, where, data["params"]), recorded_at=data["recorded_at"],
         commit=data["commit"], environment=MappingProxyType(data["environment"]),
         startup=_optional_object(path, where, data, "startup"), ran=_optional_object(path, where, data, "ran"),
+        identity=_parse_identity(path, where, data.get("identity")),
+        boots=_parse_boots(path, where, data.get("boots"), len(data["samples"])),
     )
+
+
+def _parse_identity(path: Path, where: str, data: Any) -> CellIdentity | None:
+    """Absent or null in entries recorded before the identity was kept (such a cell is compared as stale)."""
+    if data is None:
+        return None
+    try:
+        if not isinstance(data, dict):
+            raise TypeError(f"expected an object, found {_json_type(data)}")
+        return CellIdentity.from_dict(data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BaselineFileError(path, f"{where}: 'identity' is malformed ({_why(exc)})", _FIX_ENTRY) from None
+
+
+def _parse_boots(path: Path, where: str, data: Any, samples: int) -> tuple[BootRecord, ...]:
+    """Absent (older entries: one boot) or a list of boots whose sample counts add up to the samples."""
+    if data is None:
+        return ()
+    try:
+        if not isinstance(data, list):
+            raise TypeError(f"expected a list, found {_json_type(data)}")
+        boots = tuple(_boot(item) for item in data)
+    except (KeyError, TypeError, ValueError) as exc:
+        raise BaselineFileError(path, f"{where}: 'boots' is malformed ({_why(exc)})", _FIX_ENTRY) from None
+    if boots and sum(b.samples for b in boots) != samples:
+        problem = f"{where}: 'boots' counts {sum(b.samples for b in boots)} samples, the entry holds {samples}"
+        raise BaselineFileError(path, problem, _FIX_ENTRY)
+    return boots
+
+
+def _boot(item: Any) -> BootRecord:
+    if not isinstance(item, dict):
+        raise TypeError(f"expected an object per boot, found {_json_type(item)}")
+    count = item["samples"]
+    if isinstance(count, bool) or not isinstance(count, int) or count < 0:
+        raise TypeError(f"a boot's 'samples' must be a count, found {count!r}")
+    return BootRecord(count, _optional_number(item, "boot_seconds"), _optional_number(item, "graph_capture_seconds"))
+
+
+def _optional_number(item: dict[str, Any], key: str) -> float | None:
+    value = item.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"{key!r} must be a number or null, found {value!r}")
+    return float(value)
 
 
 def _optional_object(path: Path, where: str, data: Mapping[str, Any], key: str) -> Mapping[str, Any] | None:

@@ -1,39 +1,67 @@
-"""Compare measured summaries with baseline summaries: one direction-aware verdict per metric.
+"""Compare measured samples with baseline samples: one direction-aware verdict per metric, with statistics.
 
-A metric may get worse by its tolerance (say 5%), or by three times the two runs' combined relative
-noise when that is larger, but never by more than four times the tolerance. It fails only when it is
-worse by more than that and by more than its absolute floor (e.g. 2 ms of TTFT), so timer ticks and
-noisy runs do not fail tests while a very noisy run still cannot hide a large regression.
+A metric regresses only when both hold (docs/verdicts.md):
+- practical: its median is worse than the baseline's by more than its tolerance (say 5%) and by more than its
+  absolute floor (e.g. 2 ms of TTFT, so that timer ticks never count);
+- statistical: a one-sided test on the log values of the raw samples (gate/statistics.py: Welch's t for one
+  baseline boot, the boot-to-boot test for a baseline recorded over several boots) says the change is real at
+  the configured confidence.
+Worse beyond the tolerance without that evidence is `inconclusive`. A metric with one value a side (the boot
+costs of a one-boot baseline) cannot be tested: the practical rule alone decides it, and the check says so
+(`method` is None). Better beyond the tolerance, with evidence, is `improved`.
 """
 
 from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
+from pytest_sglang_perf.gate.statistics import LogDifference, log_difference
 from pytest_sglang_perf.measurement.metrics import METRICS, Metric, metric
 from pytest_sglang_perf.measurement.stats import Summary
 
-NOISE_K = 3.0
-"""The band is widened to NOISE_K standard deviations of the combined relative noise of both runs."""
-NOISE_CAP = 4.0
-"""Noise never widens the band beyond NOISE_CAP times the tolerance."""
+BootValues = Sequence[Sequence[float]]
+"""One metric's baseline values, grouped by the server boot they were measured on."""
 
 
 class Verdict(enum.Enum):
     OK = "ok"
     REGRESSED = "regressed"
+    INCONCLUSIVE = "inconclusive"
+    """Worse beyond the tolerance, but the change is not established (no statistical evidence, or it did not
+    hold when re-measured)."""
     IMPROVED = "improved"
     NEW = "new"
+    """No baseline for this cell yet."""
+    STALE = "stale"
+    """The baseline was recorded for another request, server args, model or GPUs: not comparable."""
     UPDATED = "updated"
 
 
 SEVERITY: tuple[Verdict, ...] = (
-    Verdict.REGRESSED, Verdict.NEW, Verdict.IMPROVED, Verdict.UPDATED, Verdict.OK,
+    Verdict.REGRESSED, Verdict.INCONCLUSIVE, Verdict.STALE, Verdict.NEW, Verdict.IMPROVED, Verdict.UPDATED,
+    Verdict.OK,
 )
 """Most severe first: the verdict a group of checks (a cell) gets is the first one present here."""
+
+
+@dataclass(frozen=True)
+class GatePolicy:
+    """How sure a verdict must be: the confidence of the tests and the power the detectable change is sized at."""
+
+    confidence: float = 0.95
+    power: float = 0.80
+
+    def __post_init__(self) -> None:
+        for name, value in (("confidence", self.confidence), ("power", self.power)):
+            if not 0.5 <= value < 1:
+                raise ValueError(f"{name} must be in [0.5, 1), got {value!r}")
+
+    @property
+    def alpha(self) -> float:
+        return 1.0 - self.confidence
 
 
 @dataclass(frozen=True)
@@ -41,14 +69,27 @@ class MetricCheck:
     metric: str
     unit: str
     baseline: float | None
-    """Baseline median; None when there is no baseline (a NEW metric)."""
+    """Baseline median; None when there is no comparable baseline (a NEW or STALE metric)."""
     measured: float
     """Measured median."""
     change: float | None
-    """Relative change (measured - baseline) / baseline; None without a baseline or when it is 0."""
+    """Relative change of the medians (measured - baseline) / baseline; None without a baseline or when it is 0."""
     allowed: float
-    """Relative band allowed in the worse direction, after noise widening."""
+    """The tolerance: the relative change allowed in the worse direction."""
     verdict: Verdict
+    p_value: float | None = None
+    """One-sided p-value of the change in the worse direction; None when no test was possible."""
+    detectable: float | None = None
+    """The smallest relative change these samples detect at the policy's confidence and power (None: untestable)."""
+    method: str | None = None
+    """"welch" or "boots" (gate/statistics.py), None when the practical rule alone decided."""
+    n: int = 0
+    """How many measured values the check used."""
+
+    @property
+    def underpowered(self) -> bool:
+        """The samples cannot detect a change as small as the tolerance."""
+        return self.detectable is not None and self.detectable > self.allowed
 
 
 def worst(verdicts: Iterable[Verdict]) -> Verdict:
@@ -67,20 +108,20 @@ class Cell:
     simulated: bool
     updated: bool = False
     """The measured values were recorded as the new baseline (--sglang-update-baselines)."""
+    stale: tuple[str, ...] = ()
+    """What differs from the baseline's request, server args, model or GPUs ("max_tokens 512 -> 128")."""
+    confirmation: tuple[MetricCheck, ...] | None = None
+    """The re-measure's checks, when a regression was re-measured on the same server before failing."""
 
     @property
     def verdict(self) -> Verdict:
-        """UPDATED when the baseline was refreshed (the test passes whatever the checks said),
-        otherwise the most severe check: regressed > new > improved > updated > ok."""
-        return Verdict.UPDATED if self.updated else worst(c.verdict for c in self.checks)
-
-
-def allowed_band(metric: Metric, tolerance: float, baseline: Summary, measured: Summary) -> float:
-    """The relative band allowed in the worse direction: the tolerance, widened by noise, capped."""
-    if tolerance < 0 or not math.isfinite(tolerance):
-        raise ValueError(f"tolerance for {metric.name} must be a finite number >= 0, got {tolerance!r}")
-    noise = math.hypot(baseline.relative_noise(), measured.relative_noise())
-    return min(max(tolerance, NOISE_K * noise), NOISE_CAP * tolerance)
+        """UPDATED when the baseline was refreshed (the test passes whatever the checks said), STALE when the
+        baseline is not comparable, otherwise the most severe check (see SEVERITY)."""
+        if self.updated:
+            return Verdict.UPDATED
+        if self.stale:
+            return Verdict.STALE
+        return worst(c.verdict for c in self.checks)
 
 
 def relative_change(baseline: float, measured: float) -> float | None:
@@ -90,44 +131,83 @@ def relative_change(baseline: float, measured: float) -> float | None:
     return (measured - baseline) / abs(baseline)
 
 
-def check_metric(name: str, baseline: Summary | None, measured: Summary, tolerance: float) -> MetricCheck:
-    """Compare one metric's measured summary with its baseline summary."""
+def check_metric(name: str, baseline: BootValues | None, measured: Sequence[float], tolerance: float,
+                 policy: GatePolicy = GatePolicy()) -> MetricCheck:
+    """Compare one metric's measured values with its baseline values (None: no comparable baseline)."""
     spec = metric(name)
-    if baseline is None:  # the band a later run with the same noise would get
-        allowed = allowed_band(spec, tolerance, measured, measured)
-        return MetricCheck(name, spec.unit, None, measured.median, None, allowed, Verdict.NEW)
-    allowed = allowed_band(spec, tolerance, baseline, measured)
-    change = relative_change(baseline.median, measured.median)
-    verdict = _verdict(spec, baseline.median, measured.median, change, allowed)
-    return MetricCheck(name, spec.unit, baseline.median, measured.median, change, allowed, verdict)
+    if tolerance < 0 or not math.isfinite(tolerance):
+        raise ValueError(f"tolerance for {name} must be a finite number >= 0, got {tolerance!r}")
+    median = Summary.of(measured).median
+    if baseline is None:  # what a later run of the same size could detect against these samples
+        stats = log_difference([measured], measured)
+        return MetricCheck(name, spec.unit, None, median, None, tolerance, Verdict.NEW,
+                           detectable=_detectable(stats, policy), n=len(measured))
+    old = Summary.of([v for boot in baseline for v in boot]).median
+    change = relative_change(old, median)
+    stats = log_difference(baseline, measured)
+    p_worse = None if stats is None else _p_worse(spec, stats)
+    verdict = _verdict(spec, old, median, change, tolerance, stats, policy)
+    return MetricCheck(name, spec.unit, old, median, change, tolerance, verdict, p_value=p_worse,
+                       detectable=_detectable(stats, policy), method=None if stats is None else stats.method,
+                       n=len(measured))
 
 
-def _verdict(spec: Metric, baseline: float, measured: float, change: float | None, allowed: float) -> Verdict:
+def _detectable(stats: LogDifference | None, policy: GatePolicy) -> float | None:
+    return None if stats is None else stats.detectable(policy.alpha, policy.power)
+
+
+def _p_worse(spec: Metric, stats: LogDifference) -> float:
+    return stats.p_decrease() if spec.worse(1.0) < 0 else stats.p_increase()
+
+
+def _p_better(spec: Metric, stats: LogDifference) -> float:
+    return stats.p_increase() if spec.worse(1.0) < 0 else stats.p_decrease()
+
+
+def _verdict(spec: Metric, baseline: float, measured: float, change: float | None, tolerance: float,
+             stats: LogDifference | None, policy: GatePolicy) -> Verdict:
     if abs(measured - baseline) <= spec.abs_floor:
         return Verdict.OK
     # a zero baseline has no relative change: any difference beyond the floor counts as infinite
     worse = spec.worse(math.copysign(math.inf, measured - baseline) if change is None else change)
-    if worse > allowed:
-        return Verdict.REGRESSED
-    if -worse > allowed:
+    if worse > tolerance:
+        if stats is None or _p_worse(spec, stats) < policy.alpha:
+            return Verdict.REGRESSED
+        return Verdict.INCONCLUSIVE
+    if -worse > tolerance and (stats is None or _p_better(spec, stats) < policy.alpha):
         return Verdict.IMPROVED
     return Verdict.OK
 
 
+def within_tolerance(name: str, baseline: BootValues, measured: Sequence[float], tolerance: float,
+                     policy: GatePolicy) -> bool:
+    """Whether the samples show, at the policy's confidence, that the metric is not worse than its tolerance:
+    the one-sided bound of the change in the worse direction is inside it (the adaptive plan stops there)."""
+    spec = metric(name)
+    stats = log_difference(baseline, measured)
+    if stats is None:
+        return False
+    low, high = stats.interval(1.0 - 2.0 * policy.alpha)  # each bound is one-sided at alpha
+    worst_case = spec.worse(low) if spec.worse(1.0) < 0 else spec.worse(high)
+    return worst_case < tolerance
+
+
 def check_all(
-    measured: Mapping[str, Summary],
-    baseline: Mapping[str, Summary] | None,
+    measured: Mapping[str, Sequence[float]],
+    baseline: Mapping[str, BootValues] | None,
     tolerances: Mapping[str, float],
+    policy: GatePolicy = GatePolicy(),
 ) -> tuple[MetricCheck, ...]:
     """Check every measured metric, in METRICS order; metrics only in the baseline are ignored.
 
-    A metric missing from `tolerances` uses its default tolerance.
+    `baseline` None: no comparable baseline, every check is NEW. A metric missing from `tolerances` uses its
+    default tolerance; a metric the baseline lacks is NEW.
     """
     for name in measured:
         metric(name)  # an unknown metric name is a programming error: fail with the list of known ones
-    old = baseline or {}
     return tuple(
-        check_metric(name, old.get(name), measured[name], tolerances.get(name, spec.default_tolerance))
+        check_metric(name, None if baseline is None else baseline.get(name), measured[name],
+                     tolerances.get(name, spec.default_tolerance), policy)
         for name, spec in METRICS.items()
-        if name in measured
+        if measured.get(name)
     )

@@ -1,6 +1,7 @@
 """Which environment a measurement belongs to: the baseline file key and the recorded software facts.
 
-Hardware and model pick the baseline file (`baselines/<key>.json`); software versions (SGLang, torch, driver)
+The GPU model, the number of GPUs a variant's server uses and the model pick the baseline file
+(`baselines/<key>.json`); software versions (SGLang, torch, driver)
 are recorded inside it and shown when they differ, since "did the upgrade regress?" compares across them.
 """
 
@@ -11,14 +12,13 @@ import platform
 import re
 import shutil
 import subprocess
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from importlib import metadata
 from typing import Any
 
 from pytest_sglang_perf import __version__
 from pytest_sglang_perf.gate.store import environment_key_slug
-from pytest_sglang_perf.server.plan import flag_value
 
 
 @dataclass(frozen=True)
@@ -26,16 +26,11 @@ class Gpus:
     names: tuple[str, ...]
     driver: str | None
 
-    def label(self) -> str:
-        if not self.names:
-            return "cpu"
-        first = self.names[0]
-        return f"{len(self.names)}x{_short_gpu_name(first)}"
-
 
 @dataclass(frozen=True)
 class Environment:
-    key: str
+    """The session's software facts; each variant's baseline file key comes from `environment_key`."""
+
     simulated: bool
     facts: Mapping[str, Any]
 
@@ -60,10 +55,14 @@ def _short_gpu_name(name: str) -> str:
     return re.sub(r"^(NVIDIA|AMD)\s+", "", name).replace("GeForce ", "")
 
 
-def environment_key(*, model: str, simulated: bool, sim_args: Sequence[str], gpus: Gpus) -> str:
-    """`2xrtx-a6000__qwen-qwen3.6-27b` on a GPU runner, `simulated-gpu__...` on the simulator."""
-    hardware = "simulated-" + (flag_value(sim_args, "--sim-gpu") or "gpu") if simulated else gpus.label()
-    return environment_key_slug([hardware, model])
+def hardware_label(gpu_name: str | None, count: int) -> str:
+    """`2xrtx-a6000`-style: the GPU model times the GPUs one server uses; `cpu` without a GPU."""
+    return "cpu" if gpu_name is None else f"{count}x{_short_gpu_name(gpu_name)}"
+
+
+def environment_key(*, model: str, simulated: bool, hardware: str) -> str:
+    """`2xrtx-a6000__qwen-qwen3.6-27b` on a GPU runner, `simulated-2xrtx-a6000__...` on the simulator."""
+    return environment_key_slug([("simulated-" if simulated else "") + hardware, model])
 
 
 def package_version(name: str) -> str | None:
@@ -85,8 +84,6 @@ def software_facts(gpus: Gpus) -> dict[str, Any]:
     }
 
 
-def build_environment(*, model: str, simulated: bool, sim_args: Sequence[str]) -> Environment:
+def build_environment(*, model: str, simulated: bool) -> Environment:
     gpus = Gpus((), None) if simulated else detect_gpus()
-    key = environment_key(model=model, simulated=simulated, sim_args=sim_args, gpus=gpus)
-    facts = {"key": key, "model": model, "simulated": simulated, **software_facts(gpus)}
-    return Environment(key, simulated, facts)
+    return Environment(simulated, {"model": model, "simulated": simulated, **software_facts(gpus)})

@@ -1,8 +1,10 @@
 """The `--sglang-results PATH` file: every cell's metrics, verdicts, raw samples and the environment.
 
 The file is written atomically (temporary file + rename) with the same stable JSON as the baselines.
-A cell's `verdict` is its most severe one: regressed > new > improved > updated > ok, except that a
-cell recorded with --sglang-update-baselines is `updated` (see report.Cell.verdict). Values that are
+A cell's `verdict` is its most severe one: regressed > inconclusive > stale > new > improved > updated > ok,
+except that a cell recorded with --sglang-update-baselines is `updated` and a cell whose baseline is not comparable
+is `stale` (see compare.Cell.verdict); `stale` lists what changed, `confirmation` holds the re-measure of a cell
+whose regression was re-measured (its checks and samples). Values that are
 not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
 """
 
@@ -27,6 +29,7 @@ def write_results(
     results: Mapping[tuple[str, str], Result],
     environment: Mapping[str, Any],
     servers: Mapping[str, Mapping[str, Any]] | None = None,
+    confirmations: Mapping[tuple[str, str], Result] | None = None,
 ) -> None:
     """Write the session's results to `path` (its directory is created if needed).
 
@@ -38,21 +41,28 @@ def write_results(
         "simulated": any(c.simulated for c in cells),
         "environment": dict(environment),
         "servers": {name: dict(record) for name, record in (servers or {}).items()},
-        "cells": [_cell(c, results.get((c.test_id, c.variant))) for c in cells],
+        "cells": [_cell(c, results.get((c.test_id, c.variant)), (confirmations or {}).get((c.test_id, c.variant)))
+                  for c in cells],
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, dump_json(_finite(doc)))
 
 
-def _cell(cell: Cell, result: Result | None) -> dict[str, Any]:
+def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, Any]:
+    confirmation = None
+    if cell.confirmation is not None:
+        confirmation = {"metrics": {c.metric: _check(c) for c in cell.confirmation},
+                        "samples": [] if again is None else [s.to_dict() for s in again.samples]}
     return {
         "test_id": cell.test_id,
         "variant": cell.variant,
         "verdict": cell.verdict.value,
         "simulated": cell.simulated,
         "updated": cell.updated,
+        "stale": list(cell.stale),
         "metrics": {c.metric: _check(c) for c in cell.checks},
+        "confirmation": confirmation,
         **_result(result),
     }
 
@@ -61,6 +71,7 @@ def _check(check: MetricCheck) -> dict[str, Any]:
     return {
         "baseline": check.baseline, "measured": check.measured, "change": check.change,
         "allowed": check.allowed, "verdict": check.verdict.value, "unit": check.unit,
+        "p_value": check.p_value, "detectable": check.detectable, "method": check.method, "n": check.n,
     }
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_sglang_perf.measurement.samples import Sample
@@ -20,18 +20,25 @@ class RequestSettings:
     seed: int
     repeats: int
     warmup: int
+    ignore_eos: bool = True
+    """SGLang's `ignore_eos`: every request yields exactly max_tokens tokens."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
-            "repeats": self.repeats, "warmup": self.warmup,
+            "repeats": self.repeats, "warmup": self.warmup, "ignore_eos": self.ignore_eos,
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> RequestSettings:
-        """Raises KeyError for a missing field, TypeError for a value of the wrong type."""
+        """Raises KeyError for a missing field, TypeError for a value of the wrong type. A missing `ignore_eos`
+        (files written before it was recorded) is true: every earlier version sent it."""
+        ignore_eos = data.get("ignore_eos", True)
+        if not isinstance(ignore_eos, bool):
+            raise TypeError(f"expected true or false for ignore_eos, found {ignore_eos!r}")
         return cls(max_tokens=_int(data["max_tokens"]), temperature=_number(data["temperature"]),
-                   seed=_int(data["seed"]), repeats=_int(data["repeats"]), warmup=_int(data["warmup"]))
+                   seed=_int(data["seed"]), repeats=_int(data["repeats"]), warmup=_int(data["warmup"]),
+                   ignore_eos=ignore_eos)
 
 
 def _int(value: Any) -> int:
@@ -55,11 +62,17 @@ class RequestParams:
     temperature: float
     seed: int
     repeats: int
+    """Requests to measure (after the warmup); with `max_repeats`, the first round of the adaptive plan."""
     warmup: int
+    ignore_eos: bool = True
+    max_repeats: int | None = None
+    """The adaptive plan (`repeats="auto"`): keep measuring, up to this many requests, until the verdict is
+    decided; None for a fixed plan."""
 
     @property
     def settings(self) -> RequestSettings:
-        return RequestSettings(self.max_tokens, self.temperature, self.seed, self.repeats, self.warmup)
+        return RequestSettings(self.max_tokens, self.temperature, self.seed, self.repeats, self.warmup,
+                               self.ignore_eos)
 
     def to_dict(self) -> dict[str, Any]:
         return self.settings.to_dict()
@@ -80,3 +93,10 @@ class Result:
     itl_p99: float | None = None
     startup: StartupFacts | None = None
     """The server's startup facts as SGLang logged them."""
+    values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
+    """Each metric's measured values (per request; one value for the boot costs): what the statistics use."""
+
+    @property
+    def settings(self) -> RequestSettings:
+        """The request as sent: `repeats` is how many requests were measured (the adaptive plan decides it)."""
+        return replace(self.params.settings, repeats=len(self.samples))

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_sglang_perf.config.settings import ConfigError, Settings, Variant
+from pytest_sglang_perf.sglang_facts.model_fields import ModelConfigFileError, read_model_config
 
 SGLANG_LAUNCHER = ("-m", "sglang.launch_server")
 SIMULATOR = ("-m", "pytest_sglang_perf.simulator")
@@ -52,8 +53,15 @@ def _program(settings: Settings, simulate: bool) -> tuple[str, ...]:
 
 
 def _model_path(settings: Settings, simulate: bool) -> str:
+    """What `--model-path` gets: the model; when simulated, a folder whose config.json the simulator can model."""
     if not simulate:
         return settings.model
+    folder = _simulated_model_folder(settings)
+    _check_model_config(Path(folder) / "config.json", settings.source)
+    return folder
+
+
+def _simulated_model_folder(settings: Settings) -> str:
     if settings.simulate.model_path is not None:
         return str(settings.simulate.model_path)
     local = settings.root / settings.model
@@ -66,6 +74,17 @@ def _model_path(settings: Settings, simulate: bool) -> str:
         f"{settings.model!r} is not a local folder with one; set [simulate] model_path to a folder holding "
         "the model's config.json (e.g. tests/perf/models/<model>)"
     )
+
+
+def _check_model_config(config_file: Path, source: str) -> None:
+    """The fields the simulator needs (sglang_facts/model_fields.py), checked before any server starts."""
+    try:
+        read_model_config(config_file)
+    except ModelConfigFileError as exc:
+        raise ConfigError(f"--sglang-simulate: {exc}") from None
+    except FileNotFoundError:
+        raise ConfigError(f"{source}: simulate.model_path: {config_file} does not exist; the simulator reads the "
+                          "model's config.json from there: copy the model's config.json into that folder") from None
 
 
 def flag_value(args: Sequence[str], flag: str) -> str | None:

@@ -127,6 +127,8 @@ class SGLangRules:
     boot_hints: tuple[BootHint, ...] = ()
     effective_fields: Mapping[str, EffectiveField] = field(default_factory=_no_entries)
     secret_fields: tuple[str, ...] = ()
+    gpu_count_fields: tuple[str, ...] = ()
+    """The parallelism dests whose product is the number of GPUs one server uses (tp x pp x dp)."""
     unconfirmable: Mapping[str, str] = field(default_factory=_no_entries)
     """Dests whose effect nothing SGLang reports can confirm, with why."""
     resolution_messages: tuple[ResolutionMessage, ...] = ()
@@ -171,6 +173,7 @@ def _rules(top: JsonObject, path: Path) -> SGLangRules:
             boot_hints=tuple(_boot_hint(rule) for rule in top.children("boot_hints")),
             effective_fields=_effective_fields(top.child("effective_fields")),
             secret_fields=top.texts("secret_fields", default=()),
+            gpu_count_fields=top.texts("gpu_count_fields", default=()),
             unconfirmable=top.text_map("unconfirmable"),
             resolution_messages=tuple(_resolution(rule) for rule in top.children("resolution_messages")),
             default_optimizations=tuple(_optimization(rule) for rule in top.children("default_optimizations")),

@@ -24,15 +24,18 @@ def result(variant: str, e2e: float = 10.0, simulated: bool = True) -> Result:
         for i in range(3)
     )
     per_sample = [s.metrics() for s in samples]
-    summaries = {name: Summary.of(m[name] for m in per_sample) for name in per_sample[0]}
+    values = {name: tuple(m[name] for m in per_sample) for name in per_sample[0]}
+    summaries = {name: Summary.of(v) for name, v in values.items()}
     params = RequestParams(prompt="Write a red-black tree.", max_tokens=512, temperature=0.6, seed=0,
                            repeats=3, warmup=1)
     return Result(variant=variant, params=params, prompt_hash="sha256:beef", samples=samples,
-                  summaries=summaries, boot_seconds=3.5, simulated=simulated, itl_p50=0.02, itl_p99=0.05)
+                  summaries=summaries, boot_seconds=3.5, simulated=simulated, itl_p50=0.02, itl_p99=0.05,
+                  values=values)
 
 
 def cell_for(test_id: str, res: Result, baseline: Result | None, updated: bool = False) -> Cell:
-    checks = check_all(res.summaries, baseline.summaries if baseline else None, {})
+    reference = None if baseline is None else {name: [list(v)] for name, v in baseline.values.items()}
+    checks = check_all(res.values, reference, {})
     return Cell(test_id, res.variant, checks, res.simulated, updated)
 
 
@@ -62,6 +65,7 @@ def test_results_round_trip(tmp_path: Path) -> None:
         assert first["metrics"][check.metric] == {
             "baseline": check.baseline, "measured": check.measured, "change": check.change,
             "allowed": check.allowed, "verdict": check.verdict.value, "unit": check.unit,
+            "p_value": check.p_value, "detectable": check.detectable, "method": check.method, "n": check.n,
         }
     assert first["metrics"]["output_throughput"]["verdict"] == "regressed"
     assert {k: Summary.from_dict(v) for k, v in first["summaries"].items()} == dict(slow.summaries)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -9,6 +10,9 @@ import pytest
 from pytest_sglang_perf.config.settings import ConfigError, load_settings, parse_settings
 from pytest_sglang_perf.config.units import parse_duration, parse_percent
 from pytest_sglang_perf.server.plan import flag_value, plan_server
+
+MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "intermediate_size": 512,
+                "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1024}
 
 
 def _parse(table: dict[str, object]) -> object:
@@ -104,7 +108,7 @@ def test_percentages() -> None:
 
 def test_plan_simulated_and_real(tmp_path: Path) -> None:
     (tmp_path / "cfg").mkdir()
-    (tmp_path / "cfg" / "config.json").write_text("{}")
+    (tmp_path / "cfg" / "config.json").write_text(json.dumps(MODEL_CONFIG))
     s = parse_settings({"model": "org/M", "args": ["--api-key", "sekret"], "variants": {"v": ["--x"]},
                         "simulate": {"model_path": "cfg", "args": ["--sim-ttft", "0.1"]}},
                        source="x", root=tmp_path)

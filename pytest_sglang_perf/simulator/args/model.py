@@ -6,19 +6,25 @@ Only sizes and names are read (architecture, context length, layer and head coun
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_sglang_perf.sglang_facts.model_fields import (
+    EXPERT_COUNT_KEYS,
+    EXPERT_SIZE_KEYS,
+    MOE_TOPK_KEYS,
+    ModelConfigFileError,
+    first_given,
+    language_config,
+    read_model_config,
+)
+
 _CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length", "max_seq_len",
                  "model_max_length")
 _DEFAULT_CONTEXT_LEN = 2048
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
-_MOE_TOPK_KEYS = ("num_experts_per_tok", "num_experts_per_token", "top_k_experts", "moe_top_k", "moe_topk")
-"""scheduler.py::init_moe_gemm_config: a text config with one of these runs
-layers/moe/utils.py::initialize_moe_config."""
 _MOE_TOPK_BY_DEFAULT = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
 """Text config classes that define `num_experts_per_tok` by default (configs/qwen3_next.py::Qwen3NextConfig), so
 SGLang runs initialize_moe_config for them even when config.json does not list it (dense Qwen3.5 included)."""
@@ -26,7 +32,8 @@ _MTP_LAYER_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
 
 
 class ModelConfigError(Exception):
-    """config.json is missing or unreadable; the message names the path and the fix."""
+    """config.json is missing, unreadable, or lacks a field the simulator needs (sglang_facts/model_fields.py); the
+    message names the path and the fix."""
 
 
 @dataclass(frozen=True)
@@ -124,33 +131,34 @@ class ModelConfig:
 
 
 def load_model_config(model_path: str) -> ModelConfig:
+    """The model at `model_path`, from its config.json, which must give every field the simulator needs."""
     config_file = Path(model_path) / "config.json"
     try:
-        raw = json.loads(config_file.read_text(encoding="utf-8"))
+        raw = read_model_config(config_file)
     except FileNotFoundError:
         raise ModelConfigError(
             f"Can't load the configuration of '{model_path}': {config_file} does not exist. "
             "The simulator reads the model's config.json from --model-path; point --model-path at a "
             "local model folder that contains config.json (copying the model's config.json is enough)."
         ) from None
-    except (OSError, ValueError) as exc:
-        raise ModelConfigError(f"Can't load the configuration of '{model_path}': {config_file}: {exc}") from None
-    if not isinstance(raw, dict):
-        raise ModelConfigError(f"Can't load the configuration of '{model_path}': {config_file} is not a JSON object")
+    except ModelConfigFileError as exc:
+        raise ModelConfigError(f"Can't load the configuration of '{model_path}': {exc}") from None
     return model_config_from_dict(model_path, raw)
 
 
 def model_config_from_dict(model_path: str, raw: Mapping[str, Any]) -> ModelConfig:
-    text = _text_config(raw)
+    """A model from a config dict as given: unchecked, a missing size is a made-up default (unit tests give partial
+    dicts); load_model_config checks a real config.json first."""
+    text = language_config(raw)
     hidden = int(text.get("hidden_size", 4096))
     heads = int(text.get("num_attention_heads", 32))
     layers = int(text.get("num_hidden_layers", 32))
-    num_experts = int(_first(text, ("num_experts", "n_routed_experts", "num_local_experts"), 1))
+    num_experts = int(first_given(text, EXPERT_COUNT_KEYS, 1))
     return ModelConfig(
         path=model_path,
         architectures=tuple(raw.get("architectures") or text.get("architectures") or ()),
         model_type=raw.get("model_type"),
-        context_len=int(_first(text, _CONTEXT_KEYS, _first(raw, _CONTEXT_KEYS, _DEFAULT_CONTEXT_LEN))),
+        context_len=int(first_given(text, _CONTEXT_KEYS, first_given(raw, _CONTEXT_KEYS, _DEFAULT_CONTEXT_LEN))),
         hidden_size=hidden,
         num_layers=layers,
         num_kv_layers=_kv_layer_count(text, layers),
@@ -161,14 +169,14 @@ def model_config_from_dict(model_path: str, raw: Mapping[str, Any]) -> ModelConf
         vocab_size=int(text.get("vocab_size", 32000)),
         tie_word_embeddings=bool(raw.get("tie_word_embeddings", text.get("tie_word_embeddings", False))),
         num_experts=num_experts,
-        experts_per_token=int(text.get("num_experts_per_tok", 1 if num_experts <= 1 else 8)),
-        moe_intermediate_size=int(text.get("moe_intermediate_size", text.get("intermediate_size", 4 * hidden))),
+        experts_per_token=int(first_given(text, MOE_TOPK_KEYS, 1 if num_experts <= 1 else 8)),
+        moe_intermediate_size=int(first_given(text, EXPERT_SIZE_KEYS, 4 * hidden)),
         dtype=str(raw.get("torch_dtype") or raw.get("dtype") or text.get("torch_dtype") or "bfloat16"),
         is_multimodal="vision_config" in raw or "audio_config" in raw,
         eos_token_id=_eos_token_id(raw.get("eos_token_id", text.get("eos_token_id"))),
         attn_output_gate=bool(text.get("attn_output_gate", False)),
         vision_params=_vision_params(raw.get("vision_config")),
-        mtp_layers=int(_first(text, _MTP_LAYER_KEYS, 0)),
+        mtp_layers=int(first_given(text, _MTP_LAYER_KEYS, 0)),
         runs_moe_config=_runs_moe_config(raw),
     )
 
@@ -188,17 +196,7 @@ def _runs_moe_config(raw: Mapping[str, Any]) -> bool:
     """SGLang reads the HF *text* config (`hf_text_config`): the nested `text_config` of a multimodal model."""
     text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
     assert isinstance(text, Mapping)
-    return any(key in text for key in _MOE_TOPK_KEYS) or text.get("model_type") in _MOE_TOPK_BY_DEFAULT
-
-
-def _text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    """Multimodal configs nest the language model under `text_config`; fall back to the top level."""
-    text = raw.get("text_config")
-    return {**raw, **text} if isinstance(text, dict) else raw
-
-
-def _first(data: Mapping[str, Any], keys: tuple[str, ...], default: Any) -> Any:
-    return next((data[key] for key in keys if data.get(key) is not None), default)
+    return any(key in text for key in MOE_TOPK_KEYS) or text.get("model_type") in _MOE_TOPK_BY_DEFAULT
 
 
 def _kv_layer_count(text: Mapping[str, Any], layers: int) -> int:

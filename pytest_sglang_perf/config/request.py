@@ -1,0 +1,106 @@
+"""The `request` and `gate` tables: how a fixed prompt is measured by default, and how sure a verdict must be."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pytest_sglang_perf.config.reader import (
+    Reader,
+    expect_table,
+    non_negative_int,
+    positive_int,
+    temperature,
+    whole_number,
+)
+from pytest_sglang_perf.config.units import parse_duration
+
+AUTO = "auto"
+"""`request.repeats = "auto"` (and `measure(repeats="auto")`): the adaptive plan."""
+AUTO_FIRST_ROUND = 3
+"""The adaptive plan's first round of requests, before it decides whether it needs more."""
+
+
+@dataclass(frozen=True)
+class RequestDefaults:
+    max_tokens: int = 512
+    temperature: float = 0.6
+    repeats: int = 3
+    """Requests per measurement (the first round, AUTO_FIRST_ROUND, with the adaptive plan)."""
+    warmup: int = 1
+    seed: int = 0
+    timeout: float = 600.0
+    adaptive: bool = False
+    """`repeats = "auto"`: keep measuring until the verdict is decided, up to `max_repeats` requests."""
+    max_repeats: int = 15
+    ignore_eos: bool = True
+
+
+@dataclass(frozen=True)
+class GateSettings:
+    """How sure a verdict must be (see gate/compare.py GatePolicy): `[gate] confidence = 0.95`, `power = 0.8`."""
+
+    confidence: float = 0.95
+    power: float = 0.80
+
+
+def parse_request(reader: Reader, value: object) -> RequestDefaults:
+    if value is None:
+        return RequestDefaults()
+    table = expect_table(value, reader.source, "request")
+    keys = {"max_tokens", "temperature", "repeats", "warmup", "seed", "timeout", "max_repeats", "ignore_eos"}
+    reader.check_keys(table, keys, "request.")
+    base = RequestDefaults()
+    p = "request."
+    first_round: int | str = base.repeats
+    repeats = reader.get(table, "repeats", _repeats, default=first_round, prefix=p)
+    return RequestDefaults(
+        max_tokens=reader.get(table, "max_tokens", positive_int, default=base.max_tokens, prefix=p),
+        temperature=reader.get(table, "temperature", temperature, default=base.temperature, prefix=p),
+        repeats=repeats if isinstance(repeats, int) else AUTO_FIRST_ROUND,
+        warmup=reader.get(table, "warmup", non_negative_int, default=base.warmup, prefix=p),
+        seed=reader.get(table, "seed", whole_number, default=base.seed, prefix=p),
+        timeout=reader.get(table, "timeout", parse_duration, default=base.timeout, prefix=p),
+        adaptive=not isinstance(repeats, int),
+        max_repeats=reader.get(table, "max_repeats", _max_repeats, default=base.max_repeats, prefix=p),
+        ignore_eos=reader.get(table, "ignore_eos", _bool, default=base.ignore_eos, prefix=p),
+    )
+
+
+def _repeats(value: object) -> int | str:
+    if value == AUTO:
+        return AUTO
+    try:
+        return positive_int(value)
+    except ValueError:
+        raise ValueError(f'expected a whole number >= 1 or "auto", got {value!r}') from None
+
+
+def _max_repeats(value: object) -> int:
+    count = positive_int(value)
+    if count < AUTO_FIRST_ROUND:
+        raise ValueError(f"expected at least {AUTO_FIRST_ROUND} (the adaptive plan's first round), got {value!r}")
+    return count
+
+
+def _bool(value: object) -> bool:
+    if not isinstance(value, bool):
+        raise ValueError(f"expected true or false, got {value!r}")
+    return value
+
+
+def _probability(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0.5 <= value < 1:
+        raise ValueError(f"expected a number from 0.5 to below 1 (e.g. 0.95), got {value!r}")
+    return float(value)
+
+
+def parse_gate(reader: Reader, value: object) -> GateSettings:
+    if value is None:
+        return GateSettings()
+    table = expect_table(value, reader.source, "gate")
+    reader.check_keys(table, {"confidence", "power"}, "gate.")
+    base = GateSettings()
+    return GateSettings(
+        confidence=reader.get(table, "confidence", _probability, default=base.confidence, prefix="gate."),
+        power=reader.get(table, "power", _probability, default=base.power, prefix="gate."),
+    )

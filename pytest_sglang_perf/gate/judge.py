@@ -1,0 +1,153 @@
+"""The gate's decisions for one session: find a cell's comparable baseline, judge a measurement against it, confirm
+a regression with a re-measure, and tell the adaptive plan when a verdict is decided.
+
+Plain Python (no pytest, no server): the session gives each cell its `CellPlace` (the baseline file key and the
+cell's identity) and a re-measure to call; docs/verdicts.md describes the rules.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from pytest_sglang_perf.gate.baseline import BaselineEntry
+from pytest_sglang_perf.gate.compare import (
+    BootValues,
+    Cell,
+    GatePolicy,
+    MetricCheck,
+    Verdict,
+    check_all,
+    check_metric,
+    within_tolerance,
+)
+from pytest_sglang_perf.gate.identity import CellIdentity, differences
+from pytest_sglang_perf.gate.store import BaselineStore
+from pytest_sglang_perf.measurement.metrics import metric
+from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.measurement.values import BOOT_METRICS
+
+_COUNTED_KEY = re.compile(r"^(?P<prefix>(?:simulated-)?)(?P<count>\d+)x(?P<rest>.+)$")
+NO_IDENTITY = "the baseline was recorded without the cell's identity (by an older pytest-sglang-perf)"
+
+
+@dataclass(frozen=True)
+class CellPlace:
+    """Where a cell's baseline lives and what the cell measures."""
+
+    key: str
+    """The baseline file's environment key (GPU model x GPUs used, model)."""
+    identity: CellIdentity
+
+
+@dataclass(frozen=True)
+class Comparable:
+    """A cell's baseline as the gate sees it: the entry when it is comparable, else what differs."""
+
+    entry: BaselineEntry | None
+    stale: tuple[str, ...] = ()
+
+
+class Judge:
+    def __init__(self, directory: Path, policy: GatePolicy, tolerance: Callable[[str], float],
+                 default_of: Callable[[str], str | None]) -> None:
+        self.directory = directory
+        self.policy = policy
+        self._tolerance = tolerance
+        self._default_of = default_of
+        self._stores: dict[str, BaselineStore] = {}
+
+    def store(self, key: str) -> BaselineStore:
+        if key not in self._stores:
+            self._stores[key] = BaselineStore(self.directory, key)
+        return self._stores[key]
+
+    # Finding the baseline ------------------------------------------------------------------------------------
+
+    def comparable(self, test_id: str, variant: str, place: CellPlace) -> Comparable:
+        """The cell's baseline if it was recorded for the same request, args, model and GPUs."""
+        entry = self.store(place.key).lookup(test_id, variant)
+        if entry is None:
+            return Comparable(None, self._elsewhere(test_id, variant, place))
+        if entry.identity is None:
+            return Comparable(None, (NO_IDENTITY,))
+        changed = differences(entry.identity, place.identity, self._default_of)
+        return Comparable(None, tuple(changed)) if changed else Comparable(entry)
+
+    def _elsewhere(self, test_id: str, variant: str, place: CellPlace) -> tuple[str, ...]:
+        """No baseline under this key: the same cell recorded for another GPU count of the same GPU model (a changed
+        --tp-size) is stale, not new, and says what changed."""
+        for key in self._sibling_keys(place.key):
+            entry = self.store(key).lookup(test_id, variant)
+            if entry is not None:
+                changed = [] if entry.identity is None else differences(entry.identity, place.identity,
+                                                                        self._default_of)
+                return (f"the baseline was recorded as {key}", *changed)
+        return ()
+
+    def _sibling_keys(self, key: str) -> list[str]:
+        match = _COUNTED_KEY.match(key)
+        if match is None:
+            return []
+        pattern = re.compile(rf"^{re.escape(match['prefix'])}\d+x{re.escape(match['rest'])}$")
+        stems = sorted(path.stem for path in self.directory.glob("*.json"))
+        return [stem for stem in stems if stem != key and pattern.match(stem)]
+
+    # Judging -------------------------------------------------------------------------------------------------
+
+    def judge(self, test_id: str, result: Result, place: CellPlace) -> Cell:
+        """The cell's checks against its comparable baseline (NEW checks without one)."""
+        found = self.comparable(test_id, result.variant, place)
+        reference = None if found.entry is None else found.entry.boot_values()
+        checks = check_all(result.values, reference, self._tolerances(result.values), self.policy)
+        return Cell(test_id, result.variant, checks, result.simulated, stale=found.stale)
+
+    def confirm(self, cell: Cell, again: Result, place: CellPlace) -> Cell:
+        """A regressed cell re-measured on the same server: each regression holds only if the re-measure
+        regresses too; one that does not is INCONCLUSIVE. The re-measure's checks are kept for the report."""
+        second = self.judge(cell.test_id, again, place)
+        return replace(cell, checks=confirmed(cell.checks, second.checks), confirmation=second.checks)
+
+    def decided(self, test_id: str, place: CellPlace) -> Callable[[Result], bool]:
+        """For the adaptive plan: whether a measurement so far settles every request metric's verdict."""
+        def decided(result: Result) -> bool:
+            entry = self.comparable(test_id, result.variant, place).entry
+            reference = None if entry is None else entry.boot_values()
+            return all(settled(name, values, None if reference is None else reference.get(name),
+                               self._tolerance(name), self.policy)
+                       for name, values in result.values.items() if name not in BOOT_METRICS)
+
+        return decided
+
+    def _tolerances(self, values: Mapping[str, object]) -> dict[str, float]:
+        return {name: self._tolerance(name) for name in values}
+
+
+def settled(name: str, values: Sequence[float], reference: BootValues | None, tolerance: float,
+            policy: GatePolicy) -> bool:
+    """The adaptive plan's stopping rule for one metric: its verdict is decided at the policy's confidence.
+
+    Decided: regressed or improved with evidence; a change below half the metric's absolute floor; or the one-sided
+    bound of the change inside the tolerance (it cannot be a regression). Without a comparable baseline: once the
+    samples could detect a change as small as the tolerance, so that the baseline they become is good enough.
+    """
+    check = check_metric(name, reference, values, tolerance, policy)
+    if reference is None:
+        return check.detectable is not None and check.detectable <= tolerance
+    if check.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
+        return True
+    if check.baseline is not None and abs(check.measured - check.baseline) <= metric(name).abs_floor / 2:
+        return True
+    return check.verdict is Verdict.OK and within_tolerance(name, reference, values, tolerance, policy)
+
+
+def confirmed(first: Sequence[MetricCheck], second: Sequence[MetricCheck]) -> tuple[MetricCheck, ...]:
+    """The first checks, with each REGRESSED one that the second measurement does not regress made INCONCLUSIVE."""
+    again = {check.metric: check.verdict for check in second}
+    return tuple(
+        replace(check, verdict=Verdict.INCONCLUSIVE)
+        if check.verdict is Verdict.REGRESSED and again.get(check.metric) is not Verdict.REGRESSED else check
+        for check in first
+    )

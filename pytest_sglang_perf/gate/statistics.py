@@ -1,0 +1,359 @@
+"""The statistics of the gate: Student's t distribution, and the difference of two runs' log means.
+
+Everything works on natural logs of the samples: timing noise on a GPU is multiplicative (a slow step slows
+a request by a factor, not by a number of ms), and the gate's tolerances are relative, so a difference of
+log means is the log of a ratio of geometric means, and `change` = expm1(diff) is the relative change.
+`docs/statistics.md` says why these tests and not others; the rules of `log_difference`:
+
+- No test (None) when a value is not finite or not > 0 (no log), a group is empty, or there are too few
+  samples to estimate a spread: a guess of the noise would make a p-value without meaning.
+- One reference boot: "welch". Welch's t on the log values of both sides, each with its own variance, since a
+  server can be noisier on one run than on another; needs >= 2 values per side. se^2 = s_r^2/n_r + s_m^2/n_m,
+  df by Welch-Satterthwaite. Identical values on both sides: se = 0 and df = n_r + n_m - 2.
+- Several reference boots: "boots". On a GPU the spread between boots (clocks, memory layout, autotuning)
+  is often larger than the spread between the requests of one boot, and the measured run is a new boot, so
+  request noise alone would understate the error and fire on boot luck. With the B boot means m_b:
+  s_B^2 = their sample variance; s_w^2 = pooled within-boot variance over every group with >= 2 values, the
+  measured one included (0 when none has); n_bar = harmonic mean of the reference boot sizes;
+  between = max(s_B^2 - s_w^2 / n_bar, 0), the boot-to-boot variance beyond what request noise explains.
+  se^2 = A + C with A = s_B^2 / B + between (the reference mean's error plus the new boot's own offset,
+  df B - 1) and C = s_w^2 / n_m (the measured mean's request noise, df = pooled within df; 0 when that is 0).
+  df by Satterthwaite. diff = mean(log measured) - mean of the boot means. Needs >= 1 measured value.
+- Satterthwaite's df is an approximation: p-values and intervals are close to nominal, not exact.
+- se == 0 (identical values): a difference is certain, p is 0 or 1, the interval is the point.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+_EPSILON = 1e-15
+"""Relative accuracy the continued fraction and the quantile search stop at."""
+_TINY = 1e-300
+"""Lentz's guard against a zero denominator."""
+_MAX_TERMS = 1_000_000
+"""Continued-fraction terms before giving up; convergence needs about sqrt(df) terms near the median."""
+_STIRLING_FROM = 100.0
+"""From this argument on, a difference of log-gammas is taken from Stirling's series (lgamma loses digits)."""
+_LOG_MAX = math.log(1.7976931348623157e308)
+
+
+def t_cdf(t: float, df: float) -> float:
+    """Student's t cumulative distribution; df > 0, may be math.inf (the standard normal).
+
+    The lower tail is computed directly and the upper one as its mirror, so t_cdf(-t) + t_cdf(t) == 1 and a
+    far tail keeps its relative precision (a p-value of 1e-30 is 1e-30, not 0 from 1 - (1 - 1e-30))."""
+    _check_df(df)
+    if math.isnan(t):
+        return math.nan
+    if t == 0:
+        return 0.5
+    upper = _upper_tail(abs(t), df)
+    return upper if t < 0 else 1.0 - upper
+
+
+def t_quantile(p: float, df: float) -> float:
+    """Inverse of t_cdf for 0 < p < 1 (ValueError otherwise); df may be math.inf."""
+    if not 0.0 < p < 1.0:
+        raise ValueError(f"t_quantile needs 0 < p < 1, got {p!r}")
+    _check_df(df)
+    if p == 0.5:
+        return 0.0
+    t = _solve_upper_tail(min(p, 1.0 - p), df)  # 1 - p is exact for p >= 0.5
+    return t if p > 0.5 else -t
+
+
+@dataclass(frozen=True)
+class LogDifference:
+    """mean(log measured) - mean(log reference), with its standard error and degrees of freedom."""
+
+    diff: float
+    se: float
+    df: float
+    method: str
+    """"welch": one reference boot, request samples on both sides (Welch's t on log values);
+    "boots": several reference boots, so the boot-to-boot spread is part of the error."""
+    n_reference: int
+    """Reference samples (all boots)."""
+    n_measured: int
+
+    @property
+    def change(self) -> float:
+        """The relative change of the geometric mean, measured / reference - 1."""
+        return _expm1(self.diff)
+
+    def p_increase(self) -> float:
+        """One-sided p-value, H1: measured > reference."""
+        if self.se == 0:
+            return 0.0 if self.diff > 0 else 1.0
+        return _clamp(t_cdf(-self.diff / self.se, self.df))
+
+    def p_decrease(self) -> float:
+        """One-sided p-value, H1: measured < reference."""
+        if self.se == 0:
+            return 0.0 if self.diff < 0 else 1.0
+        return _clamp(t_cdf(self.diff / self.se, self.df))
+
+    def interval(self, confidence: float) -> tuple[float, float]:
+        """Two-sided confidence interval of the relative change; confidence in [0, 1) (0 gives the point)."""
+        if not 0.0 <= confidence < 1.0:
+            raise ValueError(f"confidence must be in [0, 1), got {confidence!r}")
+        if self.se == 0:
+            return self.change, self.change
+        half = t_quantile((1.0 + confidence) / 2.0, self.df) * self.se
+        return _expm1(self.diff - half), _expm1(self.diff + half)
+
+    def detectable(self, alpha: float, power: float) -> float:
+        """The smallest relative change (> 0) a one-sided test at level alpha detects with probability `power`.
+
+        The usual approximation: the shifted statistic is taken as a central t with this se and df. A power
+        <= alpha is reached at any change >= 0 (the test fires with probability alpha at no change): 0.0."""
+        for name, value in (("alpha", alpha), ("power", power)):
+            if not 0.0 < value < 1.0:
+                raise ValueError(f"{name} must be in (0, 1), got {value!r}")
+        if self.se == 0:
+            return 0.0
+        shift = (t_quantile(1.0 - alpha, self.df) + t_quantile(power, self.df)) * self.se
+        return max(_expm1(shift), 0.0)
+
+
+def log_difference(reference: Sequence[Sequence[float]], measured: Sequence[float]) -> LogDifference | None:
+    """None when no test is possible: a value that is not finite or not > 0, an empty group, or too few samples.
+
+    `reference` holds one group of samples per server boot; the module docstring gives the rules."""
+    groups = [_logs(group) for group in reference]
+    logs = _logs(measured)
+    if not groups or logs is None or any(group is None for group in groups):
+        return None
+    valid = [group for group in groups if group is not None]  # for mypy: none is None here
+    n_reference = sum(len(group) for group in valid)
+    if len(valid) == 1:
+        return _welch(valid[0], logs, n_reference)
+    return _boots(valid, logs, n_reference)
+
+
+def _welch(reference: list[float], measured: list[float], n_reference: int) -> LogDifference | None:
+    n_r, n_m = len(reference), len(measured)
+    if n_r < 2 or n_m < 2:
+        return None
+    mean_r, var_r = _mean_var(reference)
+    mean_m, var_m = _mean_var(measured)
+    terms = [(var_r / n_r, n_r - 1.0), (var_m / n_m, n_m - 1.0)]
+    se = math.sqrt(terms[0][0] + terms[1][0])
+    df = _satterthwaite(terms, fallback=n_r + n_m - 2.0)
+    return LogDifference(mean_m - mean_r, se, df, "welch", n_reference, n_m)
+
+
+def _boots(groups: list[list[float]], measured: list[float], n_reference: int) -> LogDifference:
+    boots = len(groups)
+    center, var_between_means = _mean_var([_mean_var(group)[0] for group in groups])
+    var_within, df_within = _pooled_variance([*groups, measured])
+    n_bar = boots / math.fsum(1.0 / len(group) for group in groups)
+    between = max(var_between_means - var_within / n_bar, 0.0)
+    a_term = var_between_means / boots + between
+    c_term = var_within / len(measured) if df_within else 0.0
+    terms = [(a_term, boots - 1.0), (c_term, float(df_within))]
+    df = _satterthwaite(terms, fallback=boots - 1.0)
+    diff = _mean_var(measured)[0] - center
+    return LogDifference(diff, math.sqrt(a_term + c_term), df, "boots", n_reference, len(measured))
+
+
+def _logs(values: Sequence[float]) -> list[float] | None:
+    """Natural logs, or None for an empty group or a value without one (not finite, not > 0)."""
+    if not values or not all(math.isfinite(v) and v > 0 for v in values):
+        return None
+    return [math.log(v) for v in values]
+
+
+def _mean_var(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and sample variance (ddof 1; 0 for one value), two-pass with fsum so near-equal logs keep digits."""
+    mean = math.fsum(values) / len(values)
+    if len(values) < 2:
+        return mean, 0.0
+    return mean, math.fsum((v - mean) ** 2 for v in values) / (len(values) - 1)
+
+
+def _pooled_variance(groups: Sequence[Sequence[float]]) -> tuple[float, int]:
+    """The within-group variance pooled over the groups with >= 2 values, and its df (0.0, 0 when none has)."""
+    used = [group for group in groups if len(group) >= 2]
+    df = sum(len(group) - 1 for group in used)
+    if df == 0:
+        return 0.0, 0
+    return math.fsum(_mean_var(group)[1] * (len(group) - 1) for group in used) / df, df
+
+
+def _satterthwaite(terms: Sequence[tuple[float, float]], fallback: float) -> float:
+    """df of a sum of variance terms, each (value, its df): total^2 / sum(value^2 / df), zero terms skipped.
+
+    Taken as ratios to the total, so tiny variances do not underflow when squared; `fallback` when all are 0."""
+    total = math.fsum(value for value, _ in terms)
+    if total == 0:
+        return fallback
+    return 1.0 / math.fsum((value / total) ** 2 / df for value, df in terms if value > 0)
+
+
+def _check_df(df: float) -> None:
+    if not df > 0:  # also refuses NaN
+        raise ValueError(f"degrees of freedom must be > 0 (or math.inf), got {df!r}")
+
+
+def _clamp(p: float) -> float:
+    return min(max(p, 0.0), 1.0)
+
+
+def _expm1(x: float) -> float:
+    """math.expm1 that saturates to inf instead of raising OverflowError."""
+    return math.inf if x > _LOG_MAX else math.expm1(x)
+
+
+# --- Student's t through the regularised incomplete beta function -----------------------------------------
+
+
+def _upper_tail(t: float, df: float) -> float:
+    """P(T > t) for t >= 0: I_x(df/2, 1/2) / 2 with x = df / (df + t^2)."""
+    if math.isinf(df):
+        return 0.5 * math.erfc(t / math.sqrt(2.0))
+    x, y = _beta_arguments(t, df)
+    return 0.5 * _incomplete_beta(df / 2.0, 0.5, x, y)
+
+
+def _central_mass(t: float, df: float) -> float:
+    """P(0 < T < t) for t >= 0: I_y(1/2, df/2) / 2 with y = t^2 / (df + t^2); precise where t is small."""
+    if math.isinf(df):
+        return 0.5 * math.erf(t / math.sqrt(2.0))
+    x, y = _beta_arguments(t, df)
+    return 0.5 * _incomplete_beta(0.5, df / 2.0, y, x)
+
+
+def _t_density(t: float, df: float) -> float:
+    if math.isinf(df):
+        return math.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
+    log_kernel = -(df + 1.0) / 2.0 * math.log1p(t * t / df)
+    return math.exp(log_kernel - 0.5 * math.log(df) - _log_beta(0.5, df / 2.0))
+
+
+def _beta_arguments(t: float, df: float) -> tuple[float, float]:
+    """x = df / (df + t^2) and y = 1 - x, each computed without cancellation and without overflow."""
+    t2 = t * t
+    if t2 > df:
+        r = df / t2  # 0 when t2 is inf
+        return r / (1.0 + r), 1.0 / (1.0 + r)
+    r = t2 / df
+    return 1.0 / (1.0 + r), r / (1.0 + r)
+
+
+def _incomplete_beta(a: float, b: float, x: float, y: float) -> float:
+    """The regularised incomplete beta function I_x(a, b), with y = 1 - x passed in at full precision.
+
+    Its continued fraction converges fast for x < (a + 1) / (a + b + 2); beyond that, I_x(a, b) =
+    1 - I_y(b, a) brings the argument back under the switch point (and the result is then not small)."""
+    if x <= 0.0:
+        return 0.0
+    if y <= 0.0:
+        return 1.0
+    if x < (a + 1.0) / (a + b + 2.0):
+        return _clamp(_beta_front(a, b, x, y) * _beta_fraction(a, b, x))
+    return _clamp(1.0 - _beta_front(b, a, y, x) * _beta_fraction(b, a, y))
+
+
+def _beta_front(a: float, b: float, x: float, y: float) -> float:
+    """x^a y^b / (a B(a, b)), in logs (log1p where an argument is close to 1)."""
+    log_x = math.log1p(-y) if y < 0.5 else math.log(x)
+    log_y = math.log1p(-x) if x < 0.5 else math.log(y)
+    return math.exp(a * log_x + b * log_y - _log_beta(a, b)) / a
+
+
+def _beta_fraction(a: float, b: float, x: float) -> float:
+    """1 / (1 + d1 / (1 + d2 / (1 + ...))), the continued fraction of I_x(a, b) / front, by Lentz's method:
+
+    d(2m+1) = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)),  d(2m) = m (b - m) x / ((a + 2m - 1)(a + 2m)).
+    The value g = 1 + d1/(1 + ...) is the product of the ratios C_j D_j of successive convergents."""
+    g, c, d = 1.0, 1.0, 0.0
+    for j in range(1, _MAX_TERMS):
+        m = j // 2
+        if j % 2:
+            coef = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
+        else:
+            coef = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
+        d = 1.0 + coef * d
+        d = 1.0 / (d if abs(d) > _TINY else _TINY)
+        c = 1.0 + coef / c
+        c = c if abs(c) > _TINY else _TINY
+        g *= c * d
+        if abs(c * d - 1.0) < _EPSILON:
+            break
+    return 1.0 / g
+
+
+def _log_beta(a: float, b: float) -> float:
+    """log B(a, b) = lgamma(a) + lgamma(b) - lgamma(a + b), without the cancellation of two huge lgammas
+    when one argument is large (df = 1e6 would lose 6 digits): there Stirling's series gives their difference."""
+    small, big = min(a, b), max(a, b)
+    if big < _STIRLING_FROM:
+        return math.lgamma(a) + math.lgamma(b) - math.lgamma(a + b)
+    return math.lgamma(small) - _log_gamma_ratio(big, small)
+
+
+def _log_gamma_ratio(z: float, s: float) -> float:
+    """log(Gamma(z + s) / Gamma(z)) for z >= 100 from Stirling's series, its differences taken in closed form:
+    (z - 1/2) log1p(s/z) + s log(z + s) - s + R(z + s) - R(z), R(w) = 1/(12w) - 1/(360w^3) + 1/(1260w^5)."""
+    return (z - 0.5) * math.log1p(s / z) + s * math.log(z + s) - s + _stirling_rest(z + s) - _stirling_rest(z)
+
+
+def _stirling_rest(w: float) -> float:
+    inv2 = 1.0 / (w * w)
+    return (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 / 1680.0))) / w
+
+
+# --- the quantile: bracketing, then Newton's method kept inside the bracket --------------------------------
+
+
+def _solve_upper_tail(q: float, df: float) -> float:
+    """The t >= 0 with P(T > t) = q, for 0 < q < 0.5.
+
+    Solved as residual(t) = 0 for an increasing residual whose slope is the density: q - P(T > t) in the
+    tail, P(0 < T < t) - (0.5 - q) near the centre (where the tail would carry no digits of t)."""
+    if q < 0.25:
+        residual: Callable[[float], float] = lambda t: q - _upper_tail(t, df)  # noqa: E731
+    else:
+        target = 0.5 - q  # exact for q in [0.25, 0.5]
+        residual = lambda t: _central_mass(t, df) - target  # noqa: E731
+    low, high = _bracket(residual)
+    if math.isinf(high):
+        return math.inf  # beyond the largest float: a p of a few 1e-309 with df = 1
+    return _newton_in_bracket(residual, lambda t: _t_density(t, df), low, high)
+
+
+def _bracket(residual: Callable[[float], float]) -> tuple[float, float]:
+    """low < high = 2 low (or low = 0) with residual(low) <= 0 <= residual(high), by doubling or halving from 1."""
+    if residual(1.0) < 0:
+        high = 2.0
+        while not math.isinf(high) and residual(high) < 0:
+            high *= 2.0
+        return high / 2.0, high
+    low = 0.5
+    while low > 0 and residual(low) > 0:
+        low /= 2.0
+    return low, max(2.0 * low, 5e-324)
+
+
+def _newton_in_bracket(residual: Callable[[float], float], slope: Callable[[float], float],
+                       low: float, high: float) -> float:
+    """Newton's steps, replaced by bisection whenever a step would leave the shrinking bracket."""
+    t = 0.5 * (low + high)
+    for _ in range(200):
+        r = residual(t)
+        if r == 0:
+            return t
+        low, high = (t, high) if r < 0 else (low, t)
+        density = slope(t)
+        step = r / density if density > 0 else math.inf
+        nxt = t - step
+        if not low < nxt < high:
+            nxt = 0.5 * (low + high)
+        if abs(nxt - t) <= _EPSILON * abs(t) or high - low <= _EPSILON * high:
+            return nxt
+        t = nxt
+    return t

@@ -1,0 +1,52 @@
+"""Read-only views of the session's servers: the summary's servers section and the results file's `servers`.
+
+Plain Python: what each booted variant's server ran, what its boot cost and how many batches ran with a graph.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+from pytest_sglang_perf.server.describe import server_summary_lines
+from pytest_sglang_perf.server.logfeed import last_attempt
+from pytest_sglang_perf.server.startup import GraphUse, graph_use
+from pytest_sglang_perf.variant_run import VariantRun
+
+if TYPE_CHECKING:
+    from pytest_sglang_perf.server.boot import RunningServer
+    from pytest_sglang_perf.server.effective import EffectiveConfig
+
+
+def server_summary(runs: Iterable[VariantRun], simulated: bool) -> list[str]:
+    """The summary's servers section (see describe.server_summary_lines)."""
+    booted = _booted(runs)
+    configs = {run.name: config for run, config, _ in booted}
+    facts = {run.name: run.startup for run, _, _ in booted if run.startup is not None}
+    boot_seconds = {run.name: server.boot_seconds for run, _, server in booted}
+    uses = {run.name: use for run, _, _ in booted if (use := _graph_use(run)) is not None}
+    return server_summary_lines(configs, facts, boot_seconds, simulated, uses)
+
+def _booted(runs: Iterable[VariantRun]) -> list[tuple[VariantRun, EffectiveConfig, RunningServer]]:
+    """The variants whose server booted and was inspected, in boot order."""
+    return [(run, run.config, run.server) for run in runs
+            if run.config is not None and run.server is not None]
+
+def _graph_use(run: VariantRun) -> GraphUse | None:
+    """How many of the variant's prefill/decode batches ran with a graph, from its server's log (so far)."""
+    if run.server is None or not run.server.log_path.exists():
+        return None
+    return graph_use(last_attempt(run.server.log_path.read_text(encoding="utf-8", errors="replace")))
+
+def server_records(runs: Iterable[VariantRun]) -> dict[str, dict[str, Any]]:
+    """Per booted variant: the effective configuration, the startup facts, boot seconds and runtime graph use."""
+    records = {}
+    for run, config, server in _booted(runs):
+        use = _graph_use(run)
+        records[run.name] = {
+            "effective": config.to_dict(),
+            "boot_seconds": server.boot_seconds,
+            "startup": None if run.startup is None else run.startup.to_dict(),
+            "graph_use": None if use is None else use.to_dict(),
+        }
+    return records
