@@ -46,8 +46,8 @@ FALSE_ALARM_TARGET = 0.01
 DETECTION_TARGET = 0.95
 DETECTION_SLOWDOWNS = (0.05, 0.075)
 """5% is the issue's wording, exactly at the 5% tolerance; 7.5% is what "caught" means in practice (see NOTES)."""
-TRIALS = 2000
-ADAPTIVE_TRIALS = 500
+TRIALS = 1200
+ADAPTIVE_TRIALS = 300
 QUICK_TRIALS = 60
 
 
@@ -238,72 +238,112 @@ def run_all(todo: Sequence[Task], jobs: int) -> dict[tuple[str, float, float], R
 # Report ---------------------------------------------------------------------------------------------------------
 
 Rows = dict[tuple[str, float, float], Row]
+IDEAL_BOOTS = (1.0, 3.0, math.inf)
+"""Baseline boots of the ideal reference rows; infinity: the baseline's own boot noise averaged away."""
+
+
+def ideal_fail_rate(noise: float, slowdown: float, boots: float) -> float:
+    """The fail rate of an ideal gate: it knows every boot's exact time per token (infinitely many requests) and
+    fails when the run's is slower than the mean of the baseline's `boots` boots by more than the tolerance.
+
+    With offsets 1 + noise * Z (`jitter_factor`, whose floor is > 18 sd away here): it fails when
+    (1 - tol) (1 + s) (1 + noise Z) - (1 + noise Z_mean) > 0, a normal variable: boot-to-boot noise alone."""
+    factor = (1.0 - TOLERANCE) * (1.0 + slowdown)
+    spread = noise * math.sqrt(factor * factor + 1.0 / boots)
+    return 0.5 * math.erfc(-(factor - 1.0) / spread / math.sqrt(2.0))
+
+
+def _ideal_name(boots: float) -> str:
+    count = "∞" if math.isinf(boots) else f"{boots:g}"
+    return f"ideal, {count} boot{'s' if boots > 1 else ''}"
 
 
 def _pct(x: float) -> str:
     return f"{100 * x:g}%"
 
 
+def _line(name: str, noise: float, trials: str, cells: Sequence[str]) -> None:
+    print(f"{name:<17} {_pct(noise):>5} {trials:>6}" + "".join(f" {cell:>12}" for cell in cells))
+
+
 def print_rates(rows: Rows) -> None:
-    detect = "".join(f" {'detect ' + _pct(s):>11}" for s in SLOWDOWNS[1:])
-    print(f"{'plan':<17} {'noise':>5} {'trials':>6} {'false alarm':>11} {'inconclusive':>12}{detect}")
+    detect = "".join(f" {'detect ' + _pct(s):>12}" for s in SLOWDOWNS[1:])
+    print(f"{'plan':<17} {'noise':>5} {'trials':>6} {'false alarm':>12} {'inconclusive':>12}{detect}")
     for plan in PLANS:
         for noise in NOISES:
             row = [rows[(plan.name, noise, s)] for s in SLOWDOWNS]
-            cells = "".join(f" {r.failed!s:>11}" for r in row[1:])
-            print(f"{plan.name:<17} {_pct(noise):>5} {row[0].task.trials:>6} {row[0].failed!s:>11} "
-                  f"{row[0].inconclusive!s:>12}{cells}")
+            _line(plan.name, noise, str(row[0].task.trials),
+                  [str(row[0].failed), str(row[0].inconclusive), *(str(r.failed) for r in row[1:])])
+    for boots in IDEAL_BOOTS:
+        for noise in NOISES:
+            rates = [f"{100 * ideal_fail_rate(noise, s, boots):.1f}" for s in SLOWDOWNS]
+            _line(_ideal_name(boots), noise, "exact", [rates[0], "-", *rates[1:]])
 
 
 def print_requests(rows: Rows) -> None:
-    by_slowdown = "".join(f" {_pct(s) + ' slower':>11}" for s in SLOWDOWNS[1:])
-    print(f"{'plan':<17} {'noise':>5} {'baseline':>8} {'unchanged':>11}{by_slowdown}")
+    by_slowdown = "".join(f" {_pct(s) + ' slower':>12}" for s in SLOWDOWNS[1:])
+    print(f"{'plan':<17} {'noise':>5} {'base':>6} {'unchanged':>12}{by_slowdown}")
     for plan in PLANS:
         for noise in NOISES:
             row = [rows[(plan.name, noise, s)] for s in SLOWDOWNS]
-            cells = "".join(f" {r.requests:>11.1f}" for r in row)
-            print(f"{plan.name:<17} {_pct(noise):>5} {row[0].baseline_requests:>8.1f}{cells}")
+            _line(plan.name, noise, f"{row[0].baseline_requests:.1f}", [f"{r.requests:.1f}" for r in row])
 
 
-def _versus(rate: Rate, target: float, at_most: bool) -> str:
-    miss = rate.value - target if at_most else target - rate.value
-    sign = "<=" if at_most else ">="
+def _versus(value: float, shown: str, target: float, at_most: bool) -> str:
+    miss = value - target if at_most else target - value
     verdict = "met" if miss <= 0 else f"MISSED by {100 * miss:.1f} points"
-    return f"{rate!s:>9}% (target {sign} {_pct(target)}): {verdict}"
+    return f"{shown:>9}% (target {'<=' if at_most else '>='} {_pct(target)}): {verdict}"
+
+
+def _target_lines(rows: Rows, slowdown: float, target: float, at_most: bool) -> None:
+    for plan in PLANS:
+        rate = rows[(plan.name, TARGET_NOISE, slowdown)].failed
+        print(f"    {plan.name:<17} {_versus(rate.value, str(rate), target, at_most)}")
+    for boots in IDEAL_BOOTS:
+        value = ideal_fail_rate(TARGET_NOISE, slowdown, boots)
+        print(f"    {_ideal_name(boots):<17} {_versus(value, f'{100 * value:.1f}', target, at_most)} (reference)")
 
 
 def print_targets(rows: Rows) -> None:
-    noise = TARGET_NOISE
-    print(f"\nTargets of issue 10, at {_pct(noise)} noise (rate ± its standard error):")
+    print(f"\nTargets of issue 10, at {_pct(TARGET_NOISE)} noise (rate ± its standard error):")
     print(f"  false alarms <= {_pct(FALSE_ALARM_TARGET)} (an unchanged server fails the test):")
-    for plan in PLANS:
-        print(f"    {plan.name:<17} {_versus(rows[(plan.name, noise, 0.0)].failed, FALSE_ALARM_TARGET, True)}")
+    _target_lines(rows, 0.0, FALSE_ALARM_TARGET, True)
     for slowdown in DETECTION_SLOWDOWNS:
         print(f"  a {_pct(slowdown)} slowdown caught >= {_pct(DETECTION_TARGET)} (the test fails):")
-        for plan in PLANS:
-            rate = rows[(plan.name, noise, slowdown)].failed
-            print(f"    {plan.name:<17} {_versus(rate, DETECTION_TARGET, False)}")
-    print("  the adaptive plan spends fewer requests than the fixed plan of the same power (requests per cell,"
-          f" detection of {_pct(DETECTION_SLOWDOWNS[-1])}, false alarms):")
-    for adaptive, fixed in (("adaptive", "fixed-10"), ("adaptive", "fixed-3"), ("adaptive+boots-3", "boots-3")):
+        _target_lines(rows, slowdown, DETECTION_TARGET, False)
+    slowdown = DETECTION_SLOWDOWNS[-1]
+    print(f"  the adaptive plan spends fewer requests than a fixed plan of the same power (power: detection of "
+          f"{_pct(slowdown)}, the same within 2 standard errors; requests: unchanged / {_pct(slowdown)} slower):")
+    for adaptive, fixed in PAIRS:
         print(f"    {adaptive} vs {fixed}: {_power_line(rows, adaptive, fixed)}")
 
 
+PAIRS = (("adaptive", "fixed-3"), ("adaptive", "fixed-10"), ("adaptive+boots-3", "boots-3"))
+"""The adaptive plans against the fixed plans with the same kind of baseline."""
+
+
 def _power_line(rows: Rows, adaptive: str, fixed: str) -> str:
-    """Met when the adaptive plan detects at least as often (within 2 standard errors) with fewer requests."""
     noise, slowdown = TARGET_NOISE, DETECTION_SLOWDOWNS[-1]
     a, f = rows[(adaptive, noise, slowdown)], rows[(fixed, noise, slowdown)]
     a0, f0 = rows[(adaptive, noise, 0.0)], rows[(fixed, noise, 0.0)]
-    gap = f.failed.value - a.failed.value
-    same_power = gap <= 2 * math.hypot(a.failed.se, f.failed.se)
-    fewer = a0.requests < f0.requests and a.requests < f.requests
-    verdict = "met" if same_power and fewer else (
-        "MISSED: " + ", ".join(
-            ([] if same_power else [f"detects {100 * gap:.1f} points less"])
-            + ([] if fewer else ["spends no fewer requests"])))
-    return (f"{a0.requests:.1f} vs {f0.requests:.1f} requests unchanged, {a.requests:.1f} vs {f.requests:.1f} "
-            f"at {_pct(slowdown)}; detects {a.failed}% vs {f.failed}%; false alarms {a0.failed}% vs "
-            f"{f0.failed}%: {verdict}")
+    facts = (f"{a0.requests:.1f}/{a.requests:.1f} vs {f0.requests:.1f}/{f.requests:.1f} requests, detects "
+             f"{a.failed}% vs {f.failed}%")
+    verdict = _power_verdict(a.failed, f.failed, a0.requests < f0.requests and a.requests < f.requests)
+    alarms = a0.failed.value - f0.failed.value
+    if alarms > 2 * math.hypot(a0.failed.se, f0.failed.se):
+        verdict += f", but with {100 * alarms:.1f} points more false alarms ({a0.failed}% vs {f0.failed}%)"
+    return f"{facts}: {verdict}"
+
+
+def _power_verdict(adaptive: Rate, fixed: Rate, fewer: bool) -> str:
+    margin = 2 * math.hypot(adaptive.se, fixed.se)
+    if adaptive.value < fixed.value - margin:
+        return "less power for fewer requests (not comparable)" if fewer else "MISSED: less power, more requests"
+    if fewer:
+        return "met" if adaptive.value <= fixed.value + margin else "met (more power, fewer requests)"
+    if adaptive.value > fixed.value + margin:
+        return "more power for more requests (not comparable: no fixed plan of this power here)"
+    return "MISSED: the same power for more requests"
 
 
 NOTES = """\
@@ -311,7 +351,13 @@ Notes:
 - A row's rates are over its sessions; ± is the binomial standard error sqrt(p(1-p)/n) (0.0 at 0% or 100%).
 - false alarm: the cell fails (REGRESSED, confirmed by the re-measure) on an unchanged server; inconclusive:
   worse beyond 5% without evidence, or not confirmed (passes unless --sglang-fail-inconclusive).
-- detect X%: the cell fails when the server is X% slower (each request's time x (1 + X)).
+- detect X%: the cell fails when the server is X% slower (each request's time x (1 + X)). 3% is inside the
+  5% tolerance: there a fail is what the tolerance is meant to prevent, so lower is better in that column.
+- ideal rows (reference, computed exactly): the 5% rule applied to every boot's exact throughput (infinitely
+  many requests). What is left is the boot-to-boot noise, which no number of requests on one boot removes: the
+  false alarms a baseline of that many boots cannot avoid at this tolerance. A plan that detects more than its
+  ideal row does so by failing on sampling noise too (compare its false alarms). The gated run is one boot as
+  well: even a baseline of infinitely many boots ("ideal, ∞ boots") leaves the run's own offset.
 - A 5% slowdown with the 5% tolerance sits exactly on the threshold: the measured change is the true one plus
   zero-mean noise, so it lands beyond 5% about half the time, whatever the plan; ~50% is the ceiling there, and
   a gate that caught it >= 95% would also fail most changes of 4%. "Caught" for a practical threshold of 5%
@@ -333,10 +379,11 @@ def print_report(rows: Rows, trials: int, adaptive_trials: int) -> None:
           "gate, re-measure a regression on the same boot.")
     for plan in PLANS:
         print(f"  {plan.name:<17} {PLAN_NOTES[plan.name]}")
+    print(f"  {'ideal, N boots':<17} reference: no sampling noise at all, only the boot offsets (see the notes)")
     print()
     print_rates(rows)
-    print("\nMean requests per cell (the gated run, confirmation included, warmup excluded; baseline: recorded "
-          "once, all boots):")
+    print("\nMean requests per cell (the gated run, confirmation included, warmup excluded; base: the baseline's "
+          "requests, recorded once, all boots):")
     print_requests(rows)
     print_targets(rows)
     print()
@@ -346,7 +393,8 @@ def print_report(rows: Rows, trials: int, adaptive_trials: int) -> None:
 def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=None,
-                        help=f"sessions per row of the fixed plans (default {TRIALS}; adaptive rows: a quarter as many)")
+                        help=f"sessions per row of the fixed plans (default {TRIALS}; the adaptive plans' rows, "
+                             f"which cost ~5x more: {ADAPTIVE_TRIALS}/{TRIALS} of it)")
     parser.add_argument("--seed", type=int, default=0, help="seed of every row's random.Random (default 0)")
     parser.add_argument("--quick", action="store_true", help=f"a smoke run: {QUICK_TRIALS} sessions per row")
     parser.add_argument("--jobs", type=int, default=os.cpu_count() or 1,

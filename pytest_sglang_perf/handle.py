@@ -78,11 +78,9 @@ class SGLangPerf:
 
     def _decider(self, params: RequestParams) -> Callable[[Result], bool] | None:
         """The adaptive plan's stopping rule for this test's cell; None for a fixed plan."""
-        from pytest_sglang_perf.measurement.measure import prompt_hash
-
         if params.max_repeats is None:
             return None
-        return self._session.decider(self.test_id, self.variant.name, prompt_hash(params), params)
+        return self._session.decider(self.test_id, self.variant.name, params)
 
     def _measure(self, params: RequestParams) -> Result:
         __tracebackhide__ = True

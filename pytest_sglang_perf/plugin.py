@@ -199,10 +199,13 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     session = terminalreporter.config.stash.get(SESSION, None)
     if session is None:
         return
+    from pytest_sglang_perf.gate.ab import session_lines
     from pytest_sglang_perf.server_views import server_summary
 
     servers = server_summary(session.runs.values(), session.options.simulate)
-    for title, lines in (("sglang-perf servers", servers), ("sglang-perf", session.summary())):
+    ab = session_lines(session.results, [v.name for v in session.variants], session.settings.gate.confidence)
+    for title, lines in (("sglang-perf servers", servers), ("sglang-perf", session.summary()),
+                         ("sglang-perf A/B", ab)):
         if lines:
             terminalreporter.section(title)
             for line in lines:

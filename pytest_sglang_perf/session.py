@@ -284,8 +284,10 @@ class PerfSession:
                        api_key=run.server.plan.api_key, timeout=self.settings.request.timeout,
                        startup=run.startup, decided=decided)
 
-    def place(self, name: str, prompt_hash: str, params: RequestParams) -> CellPlace:
+    def place(self, name: str, params: RequestParams) -> CellPlace:
         """The cell's baseline file key and identity (request, server args as resolved, model, GPUs used)."""
+        from pytest_sglang_perf.measurement.measure import prompt_text_hash
+
         run = self.runs[name]
         if run.identity is None:
             model_path = flag_value(run.plan.command, "--model-path") or self.settings.model
@@ -295,20 +297,20 @@ class PerfSession:
             run.key = environment_key(model=self.settings.model, simulated=self.options.simulate,
                                       hardware=hardware)
         assert run.key is not None
-        return CellPlace(run.key, CellIdentity.of(prompt_hash, params.settings, run.identity))
+        return CellPlace(run.key, CellIdentity.of(prompt_text_hash(params.prompt), params.settings, run.identity))
 
     def _gpu_name(self) -> str | None:
         names = self._preflight_gpus()
         return names[0] if names else None
 
-    def decider(self, test_id: str, name: str, prompt_hash: str, params: RequestParams) -> Callable[[Result], bool]:
+    def decider(self, test_id: str, name: str, params: RequestParams) -> Callable[[Result], bool]:
         """For the adaptive plan: whether the samples so far decide the cell's verdict."""
-        return self.judge.decided(test_id, self.place(name, prompt_hash, params))
+        return self.judge.decided(test_id, self.place(name, params), recording=self.options.update_baselines)
 
     def check(self, test_id: str, result: Result, remeasure: Callable[[], Result]) -> Cell:
         """Judge a result against its comparable baseline: a regression is re-measured once (`remeasure`) and
         fails only if it holds. With --sglang-update-baselines, record it instead. Remembers the cell."""
-        place = self.place(result.variant, result.prompt_hash, result.params)
+        place = self.place(result.variant, result.params)
         cell = self.judge.judge(test_id, result, place)
         if self.options.update_baselines:
             cell = replace(cell, updated=True)

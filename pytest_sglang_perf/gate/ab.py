@@ -229,3 +229,15 @@ def _before_after_tag(before: Sequence[CellSamples], after: Sequence[CellSamples
 def _check_confidence(confidence: float) -> None:
     if not 0 < confidence < 1:
         raise ValueError(f"confidence must be between 0 and 1 (exclusive), e.g. 0.95; got {confidence!r}")
+
+
+def session_lines(results: Mapping[tuple[str, str], Result], variants: Sequence[str],
+                  confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
+    """The session's A/B section: every measured variant against `default` (else the first variant measured, in
+    matrix order); no lines when fewer than two variants were measured."""
+    measured = [name for name in variants if any(variant == name for _, variant in results)]
+    if len(measured) < 2:
+        return []
+    reference = DEFAULT_REFERENCE if DEFAULT_REFERENCE in measured else measured[0]
+    cells = [CellSamples.from_result(test_id, result) for (test_id, _), result in results.items()]
+    return ab_lines(cells, reference, confidence)

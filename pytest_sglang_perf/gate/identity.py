@@ -32,6 +32,7 @@ class ServerIdentity:
 @dataclass(frozen=True)
 class CellIdentity:
     prompt_hash: str
+    """sha256 (first 16 hex digits) of the prompt's text."""
     max_tokens: int
     temperature: float
     seed: int

@@ -110,10 +110,11 @@ class Judge:
         second = self.judge(cell.test_id, again, place)
         return replace(cell, checks=confirmed(cell.checks, second.checks), confirmation=second.checks)
 
-    def decided(self, test_id: str, place: CellPlace) -> Callable[[Result], bool]:
-        """For the adaptive plan: whether a measurement so far settles every request metric's verdict."""
+    def decided(self, test_id: str, place: CellPlace, *, recording: bool = False) -> Callable[[Result], bool]:
+        """For the adaptive plan: whether a measurement so far settles every request metric's verdict. `recording`
+        (a new baseline): once the samples could detect a change of the tolerance, whatever the old baseline."""
         def decided(result: Result) -> bool:
-            entry = self.comparable(test_id, result.variant, place).entry
+            entry = None if recording else self.comparable(test_id, result.variant, place).entry
             reference = None if entry is None else entry.boot_values()
             return all(settled(name, values, None if reference is None else reference.get(name),
                                self._tolerance(name), self.policy)

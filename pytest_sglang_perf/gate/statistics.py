@@ -254,8 +254,8 @@ def _incomplete_beta(a: float, b: float, x: float, y: float) -> float:
     if y <= 0.0:
         return 1.0
     if x < (a + 1.0) / (a + b + 2.0):
-        return _clamp(_beta_front(a, b, x, y) * _beta_fraction(a, b, x))
-    return _clamp(1.0 - _beta_front(b, a, y, x) * _beta_fraction(b, a, y))
+        return _clamp(_beta_front(a, b, x, y) * _beta_fraction(a, b, x, y))
+    return _clamp(1.0 - _beta_front(b, a, y, x) * _beta_fraction(b, a, y, x))
 
 
 def _beta_front(a: float, b: float, x: float, y: float) -> float:
@@ -265,26 +265,46 @@ def _beta_front(a: float, b: float, x: float, y: float) -> float:
     return math.exp(a * log_x + b * log_y - _log_beta(a, b)) / a
 
 
-def _beta_fraction(a: float, b: float, x: float) -> float:
-    """1 / (1 + d1 / (1 + d2 / (1 + ...))), the continued fraction of I_x(a, b) / front, by Lentz's method:
-
-    d(2m+1) = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)),  d(2m) = m (b - m) x / ((a + 2m - 1)(a + 2m)).
-    The value g = 1 + d1/(1 + ...) is the product of the ratios C_j D_j of successive convergents."""
-    g, c, d = 1.0, 1.0, 0.0
-    for j in range(1, _MAX_TERMS):
-        m = j // 2
-        if j % 2:
-            coef = -(a + m) * (a + b + m) * x / ((a + 2 * m) * (a + 2 * m + 1))
-        else:
-            coef = m * (b - m) * x / ((a + 2 * m - 1) * (a + 2 * m))
-        d = 1.0 + coef * d
+def _beta_fraction(a: float, b: float, x: float, y: float) -> float:
+    """The continued fraction of I_x(a, b) / front, 1 / (1 + d1 / (1 + d2 / (1 + ...))) with
+    d(2m+1) = -(a + m)(a + b + m) x / ((a + 2m)(a + 2m + 1)),  d(2m) = m (b - m) x / ((a + 2m - 1)(a + 2m)),
+    taken in its even form 1 / (beta(0) + alpha(1) / (beta(1) + alpha(2) / ...)), beta(m) = 1 + d(2m) + d(2m+1),
+    alpha(m) = -d(2m-1) d(2m), and evaluated by Lentz's method (the product of the ratios C D of successive
+    convergents). The even form lets 1 + d(2m+1) be written without cancellation (see _one_plus_odd)."""
+    g = c = _one_plus_odd(a, b, x, y, 0)
+    d = 0.0
+    for m in range(1, _MAX_TERMS):
+        even = _even_term(a, b, x, m)
+        alpha = -_odd_term(a, b, x, m - 1) * even
+        beta = _one_plus_odd(a, b, x, y, m) + even
+        d = beta + alpha * d
         d = 1.0 / (d if abs(d) > _TINY else _TINY)
-        c = 1.0 + coef / c
+        c = beta + alpha / c
         c = c if abs(c) > _TINY else _TINY
         g *= c * d
         if abs(c * d - 1.0) < _EPSILON:
             break
     return 1.0 / g
+
+
+def _odd_term(a: float, b: float, x: float, m: int) -> float:
+    """d(2m+1), as a product of ratios so that a huge a (df = 1e300) does not overflow."""
+    return -(a + m) / (a + 2 * m) * ((a + b + m) / (a + 2 * m + 1)) * x
+
+
+def _even_term(a: float, b: float, x: float, m: int) -> float:
+    """d(2m)."""
+    return m * (b - m) / (a + 2 * m - 1) * (x / (a + 2 * m))
+
+
+def _one_plus_odd(a: float, b: float, x: float, y: float, m: int) -> float:
+    """1 + d(2m+1). For a large a and x close to 1, d is close to -1 and 1 + d would keep only the digits of x
+    that 1 - x has lost (df = 1e6 lost 5 of them): for b <= 1 it is rewritten, every term >= 0, as
+    (a (2m + 1 - b) + 3m^2 + m (2 - b) + (a + m)(a + b + m) y) / ((a + 2m)(a + 2m + 1))."""
+    if b > 1:
+        return 1.0 + _odd_term(a, b, x, m)
+    rest = ((2 * m + 1 - b) * a + 3 * m * m + m * (2 - b)) / (a + 2 * m) / (a + 2 * m + 1)
+    return rest + (a + m) / (a + 2 * m) * ((a + b + m) / (a + 2 * m + 1)) * y
 
 
 def _log_beta(a: float, b: float) -> float:

@@ -170,13 +170,16 @@ def _cell_rows(cell: Cell) -> list[tuple[str, ...]]:
 
 
 def _underpowered(cells: Sequence[Cell]) -> list[str]:
-    """A warning per metric whose samples cannot detect a change as small as its tolerance."""
-    return [
-        f"warning: {cell.test_id} [{cell.variant}] {c.metric}: these samples detect only changes >= "
-        f"{c.detectable * 100:.1f}% (tolerance {c.allowed * 100:.1f}%, n={c.n}); measure more requests "
-        '(request.repeats, or repeats = "auto")'
-        for cell in cells for c in cell.checks if c.underpowered and c.detectable is not None
-    ]
+    """A warning per cell with metrics whose samples cannot detect a change as small as their tolerance."""
+    lines = []
+    for cell in cells:
+        weak = [c for c in cell.checks if c.underpowered and c.detectable is not None]
+        if weak:
+            what = ", ".join(f"{c.metric} >= {c.detectable * 100:.1f}% (tolerance {c.allowed * 100:.1f}%)"
+                             for c in weak if c.detectable is not None)
+            lines.append(f"warning: {cell.test_id} [{cell.variant}]: {weak[0].n} requests detect only changes of "
+                         f'{what}; measure more (request.repeats, or repeats = "auto")')
+    return lines
 
 
 def _not_gated(cells: Sequence[Cell]) -> list[str]:

@@ -22,6 +22,11 @@ if TYPE_CHECKING:
 _HASH_CHARS = 16
 
 
+def prompt_text_hash(prompt: str) -> str:
+    """Identifies the prompt's text alone (a cell's identity keeps the request's other fields beside it)."""
+    return hashlib.sha256(prompt.encode()).hexdigest()[:_HASH_CHARS]
+
+
 def prompt_hash(params: RequestParams) -> str:
     """Identifies what was asked (prompt, max_tokens, temperature, seed), not how often (repeats, warmup)."""
     key = json.dumps([params.prompt, params.max_tokens, float(params.temperature), params.seed])

@@ -14,7 +14,8 @@ SPEC is a comma-separated list of faults; each fault is a name with `:`-separate
 | `cut-stream:N`      | closes every streamed response after N content chunks, without `data: [DONE]`             |
 | `no-usage`          | never sends usage (the stream's usage chunk, the response's `usage`)                       |
 | `short:N`           | stops every request N tokens before its max_tokens, even with ignore_eos                   |
-| `slow-after:N:F`    | after N generation requests, every duration is F times longer (F >= 1)                     |
+| `slow-after:N:F[:M]`| after N generation requests, every duration is F times longer (F >= 1); with M, only for  |
+|                     | the next M requests, then normal again (a transient slowdown: a busy machine)             |
 | `no-server-info`    | `/server_info` and `/get_server_info` answer 404, like a proxy that exposes only the APIs  |
 
 e.g. `--sim-fault die-after:3` or `SGLANG_SIM_FAULT="http-500:0.3,slow-after:2:4"`. Generation requests are
@@ -28,7 +29,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 _USAGE = ("crash-at-boot, hang-at-boot, fail-warmup, die-after:N, http-500:P, cut-stream:N, no-usage, short:N, "
-          "slow-after:N:FACTOR, no-server-info (combine with commas)")
+          "slow-after:N:FACTOR[:M], no-server-info (combine with commas)")
 
 
 @dataclass(frozen=True)
@@ -41,14 +42,18 @@ class Faults:
     cut_stream: int | None = None
     no_usage: bool = False
     short: int = 0
-    slow_after: tuple[int, float] | None = None
+    slow_after: tuple[int, float, int | None] | None = None
+    """(after N requests, factor, for M requests or None: for good)."""
     no_server_info: bool = False
 
     def slow_factor(self, requests_served: int) -> float:
         """The duration factor once `requests_served` generation requests have arrived."""
-        if self.slow_after is None or requests_served <= self.slow_after[0]:
+        if self.slow_after is None:
             return 1.0
-        return self.slow_after[1]
+        after, factor, lasting = self.slow_after
+        if requests_served <= after or (lasting is not None and requests_served > after + lasting):
+            return 1.0
+        return factor
 
 
 def parse_faults(spec: str) -> Faults:
@@ -117,16 +122,18 @@ def _http_500(faults: Faults, args: list[str]) -> Faults:
 
 
 def _slow_after(faults: Faults, args: list[str]) -> Faults:
-    if len(args) != 2:
-        raise ValueError("takes a request count and a factor, e.g. slow-after:2:3.5")
+    if len(args) not in (2, 3):
+        raise ValueError("takes a request count, a factor and optionally a duration in requests, e.g. "
+                         "slow-after:2:3.5 or slow-after:2:3.5:4")
     count = _count(args[0], 0)
+    lasting = _count(args[2], 1) if len(args) == 3 else None
     try:
         factor = float(args[1])
     except ValueError:
         raise ValueError(f"{args[1]!r} is not a number") from None
     if factor < 1:
         raise ValueError(f"factor {factor} must be >= 1")
-    return replace(faults, slow_after=(count, factor))
+    return replace(faults, slow_after=(count, factor, lasting))
 
 
 _HANDLERS: dict[str, Callable[[Faults, list[str]], Faults]] = {

@@ -1,0 +1,222 @@
+"""The verdicts a user meets, each from a real run against the simulator: `stale` for every kind of change,
+`inconclusive` (a regression that does not hold when re-measured), --sglang-require-baselines,
+--sglang-fail-inconclusive, the adaptive plan, a baseline over several boots and the A/B section."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from perf_project import TINY_CONFIG, server_processes, use_model_config, write_project
+
+from pytest_sglang_perf import cli
+
+TEST_FILE = """
+import json, os
+
+def test_p(sglang_perf):
+    options = json.loads(os.environ.get("PERF_OPTIONS", "{}"))
+    prompt = os.environ.get("PERF_PROMPT", "Write a red-black tree in Python.")
+    sglang_perf.check(sglang_perf.measure(prompt, **options))
+"""
+STEADY = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n"
+
+
+def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.runpytest_subprocess("--sglang-simulate", "--sglang-results", "results.json", *args)
+
+
+def _cells(pytester: pytest.Pytester) -> list[dict[str, Any]]:
+    cells: list[dict[str, Any]] = json.loads((pytester.path / "results.json").read_text())["cells"]
+    return cells
+
+
+def _baseline_files(pytester: pytest.Pytester) -> list[str]:
+    return sorted(p.name for p in (pytester.path / "baselines").glob("*.json"))
+
+
+@pytest.fixture
+def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
+    """A project with one variant whose cell has a baseline."""
+    write_project(pytester, {"default": ["--max-running-requests", "8"]}, request=STEADY)
+    pytester.makepyfile(test_perf=TEST_FILE)
+    _run(pytester, "--sglang-update-baselines").assert_outcomes(passed=1)
+    return pytester
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    ({"PERF_PROMPT": "Write a B-tree."}, "prompt changed (hash * -> *)"),
+    ({"PERF_OPTIONS": '{"max_tokens": 128}'}, "max_tokens 200 -> 128"),
+    ({"PERF_OPTIONS": '{"temperature": 0.0}'}, "temperature 0.6 -> 0.0"),
+    ({"PERF_OPTIONS": '{"seed": 7}'}, "seed 0 -> 7"),
+    ({"PERF_OPTIONS": '{"ignore_eos": false}'}, "ignore_eos true -> false"),
+])
+def test_a_changed_request_is_stale_and_names_the_change(recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                         change: dict[str, str], expected: str) -> None:
+    for name, value in change.items():
+        monkeypatch.setenv(name, value)
+    result = _run(recorded)
+    result.assert_outcomes(passed=1)  # not gated, but loudly so
+    result.stdout.fnmatch_lines([
+        f"*test_perf.py::test_p: the baseline is not comparable (recorded for something else): {expected}*",
+        "*1 cell: 0 ok, 0 regressed, 0 inconclusive, 0 improved, 0 new, 1 stale, 0 updated*",
+        "*1 cell(s) NOT GATED, no comparable baseline (1 stale); --sglang-require-baselines fails them",
+    ])
+    [cell] = _cells(recorded)
+    assert cell["verdict"] == "stale"
+    gate = _run(recorded, "--sglang-require-baselines")
+    gate.assert_outcomes(failed=1)
+    gate.stdout.fnmatch_lines([f"*the baseline is not comparable (recorded for something else): {expected}*",
+                               "*--sglang-update-baselines"])
+
+
+def test_changed_server_args_are_stale_by_their_resolved_value(recorded: pytest.Pytester) -> None:
+    write_project(recorded, {"default": ["--max-running"]}, request=STEADY)  # a prefix spelling, no value: broken
+    write_project(recorded, {"default": ["--max-running-requests", "16"]}, request=STEADY)
+    result = _run(recorded)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*not comparable*--max-running-requests 8 -> 16*"])
+    # The same value in another spelling (argparse's unique prefix) measures the same server: ok, not stale.
+    write_project(recorded, {"default": ["--max-running-req", "8"]}, request=STEADY)
+    same = _run(recorded)
+    same.assert_outcomes(passed=1)
+    assert _cells(recorded)[0]["verdict"] in ("ok", "inconclusive")
+
+
+def test_a_changed_model_config_is_stale(recorded: pytest.Pytester) -> None:
+    use_model_config(recorded, {**TINY_CONFIG, "num_hidden_layers": int(TINY_CONFIG["num_hidden_layers"]) + 1})
+    result = _run(recorded)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*not comparable*model config.json * -> *"])
+
+
+def test_more_gpus_file_elsewhere_and_are_stale_against_the_old_count(recorded: pytest.Pytester) -> None:
+    [before] = _baseline_files(recorded)
+    assert before.startswith("simulated-1x")
+    write_project(recorded, {"default": ["--max-running-requests", "8", "--tp-size", "2"]}, request=STEADY)
+    result = _run(recorded)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        f"*not comparable*the baseline was recorded as {Path(before).stem}; GPUs 1x * -> 2x *; --tp-size 1 -> 2*",
+    ])
+    _run(recorded, "--sglang-update-baselines").assert_outcomes(passed=1)
+    assert [name[:12] for name in _baseline_files(recorded)] == ["simulated-1x", "simulated-2x"]
+
+
+def test_an_entry_without_identity_is_stale(recorded: pytest.Pytester) -> None:
+    [name] = _baseline_files(recorded)
+    path = recorded.path / "baselines" / name
+    data = json.loads(path.read_text())
+    del data["entries"]["test_perf.py::test_p"]["default"]["identity"]
+    path.write_text(json.dumps(data))
+    result = _run(recorded)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["*not comparable*recorded without the cell's identity*"])
+
+
+def test_require_baselines_fails_a_new_cell(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"default": []}, request=STEADY)
+    pytester.makepyfile(test_perf=TEST_FILE)
+    result = _run(pytester, "--sglang-require-baselines")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*test_perf.py::test_p [[]default[]]: new (no baseline recorded for this cell)*"])
+    assert server_processes(pytester.path) == []
+
+
+def test_a_regression_that_does_not_hold_is_inconclusive(recorded: pytest.Pytester,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The three measured requests (after one warmup) run 1.5x slower, the re-measure runs normally: a transient
+    slowdown, as on a busy machine. The test passes, saying so; --sglang-fail-inconclusive fails it."""
+    monkeypatch.setenv("SGLANG_SIM_FAULT", "slow-after:1:1.5:3")
+    result = _run(recorded)
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines([
+        "*1 cell: 0 ok, 0 regressed, 1 inconclusive*",
+        "*1 inconclusive cell(s) passed*--sglang-fail-inconclusive fails them",
+    ])
+    [cell] = _cells(recorded)
+    first, again = cell["metrics"]["output_throughput"], cell["confirmation"]["metrics"]["output_throughput"]
+    assert (first["verdict"], again["verdict"]) == ("inconclusive", "ok")
+    assert first["change"] < -0.2 and len(cell["confirmation"]["samples"]) == 3
+    strict = _run(recorded, "--sglang-fail-inconclusive")
+    strict.assert_outcomes(failed=1)
+    strict.stdout.fnmatch_lines([
+        "*: inconclusive (the regression did not hold when re-measured on the same server) (SIMULATED)",
+        "*metric*baseline*measured*change*re-measured*allowed*p*detectable*verdict",
+    ])
+
+
+def test_the_adaptive_plan_measures_until_decided(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A quiet server decides in the first round; a noisy one needs more requests, never more than the maximum."""
+    # 400 tok/s: steps of 2.5 ms, so the server's pacing (and its noise), not its per-chunk overhead, sets the time
+    sim = ["--sim-decode-tok-s", "400", "--sim-ttft", "0.02", "--sim-boot-seconds", "0.3"]
+    write_project(pytester, {"default": []}, request='max_tokens = 60\nrepeats = "auto"\nmax_repeats = 8\n', sim=sim)
+    pytester.makepyfile(test_perf=TEST_FILE)
+    _run(pytester, "--sglang-update-baselines").assert_outcomes(passed=1)
+    recorded = len(_cells(pytester)[0]["samples"])  # until a later run could detect a change of the tolerance
+    assert 3 <= recorded <= 8
+    _run(pytester).assert_outcomes(passed=1)
+    quiet = len(_cells(pytester)[0]["samples"])
+    assert quiet <= 5  # 3 unless the machine itself is noisy
+    monkeypatch.setenv("SGLANG_SIM_NOISE", "0.15")  # 15% per request (seeded: the same draws in every run)
+    monkeypatch.setenv("SGLANG_SIM_SEED", "5")
+    _run(pytester, "--sglang-update-baselines").assert_outcomes(passed=1)
+    assert 3 < len(_cells(pytester)[0]["samples"]) <= 8
+    _run(pytester).assert_outcomes(passed=1)
+    noisy = len(_cells(pytester)[0]["samples"])
+    assert quiet < noisy <= 8
+
+
+def test_a_baseline_over_several_boots_keeps_the_boot_spread(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"default": []}, request=STEADY)
+    pytester.makepyfile(test_perf=TEST_FILE)
+    record = _run(pytester, "--sglang-update-baselines", "--sglang-boots", "2")
+    record.assert_outcomes(passed=1)
+    record.stdout.fnmatch_lines(["*[[]default[]] recording baselines: boot 2 of 2*",
+                                 "*[[]default[]] recorded 1 baseline(s) over 2 boots in *"])
+    [name] = _baseline_files(pytester)
+    entry = json.loads((pytester.path / "baselines" / name).read_text())["entries"]["test_perf.py::test_p"]["default"]
+    assert [boot["samples"] for boot in entry["boots"]] == [3, 3] and len(entry["samples"]) == 6
+    assert all(boot["boot_seconds"] > 0 for boot in entry["boots"])
+    assert entry["metrics"]["boot_seconds"]["n"] == 2
+    _run(pytester).assert_outcomes(passed=1)
+    assert {check["method"] for check in _cells(pytester)[0]["metrics"].values()} == {"boots"}
+    assert server_processes(pytester.path) == []
+
+
+def test_a_failed_extra_boot_records_nothing_and_fails_the_run(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"default": []}, request=STEADY)
+    # After the first boot's measurement the model folder loses its config.json: the second boot fails.
+    pytester.makepyfile(test_perf=TEST_FILE + "    os.remove('model/config.json')\n")
+    result = _run(pytester, "--sglang-update-baselines", "--sglang-boots", "2")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*ERROR: variant 'default': baselines NOT recorded: boot 2 of 2 failed: *"])
+    assert _baseline_files(pytester) == []
+    assert server_processes(pytester.path) == []
+
+
+def test_the_ab_section_and_the_compare_command(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_project(pytester, {"default": [], "slow": ["--max-running-requests", "8"]}, request=STEADY)
+    slowed = 'slow = {args = ["--max-running-requests", "8"], env = {SGLANG_SIM_SLOWDOWN = "0.3"}}'
+    path.write_text(path.read_text().replace('slow = ["--max-running-requests", "8"]', slowed))
+    pytester.makepyfile(test_perf=TEST_FILE)
+    result = _run(pytester)
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines([
+        "*sglang-perf A/B*",
+        "*against variant 'default'*(SIMULATED)",
+        "test_perf.py::test_p",
+        "  slow vs default: output_throughput -2?.?% [[]-*%, -*%[]] significant: worse",
+    ])
+    monkeypatch.chdir(pytester.path)
+    assert cli.main(["compare", "results.json", "--reference", "default"]) == 0
+    assert "slow vs default: output_throughput" in capsys.readouterr().out
+    (pytester.path / "results.json").rename(pytester.path / "before.json")
+    path.write_text(path.read_text().replace(slowed, 'slow = ["--max-running-requests", "8"]'))
+    _run(pytester).assert_outcomes(passed=2)
+    assert cli.main(["compare", "before.json", "results.json"]) == 0
+    out = capsys.readouterr().out
+    assert "  slow: output_throughput +" in out and "significant: better" in out
