@@ -293,15 +293,12 @@ class PerfSession:
             model_path = flag_value(run.plan.command, "--model-path") or self.settings.model
             run.identity, hardware = server_identity(
                 run.plan, self._parser, model=self.settings.model,
-                model_dir=local_model_dir(model_path, self.settings.root), gpu_name=self._gpu_name())
+                model_dir=local_model_dir(model_path, self.settings.root),
+                gpu_name=next(iter(self._preflight_gpus()), None))
             run.key = environment_key(model=self.settings.model, simulated=self.options.simulate,
                                       hardware=hardware)
         assert run.key is not None
         return CellPlace(run.key, CellIdentity.of(prompt_text_hash(params.prompt), params.settings, run.identity))
-
-    def _gpu_name(self) -> str | None:
-        names = self._preflight_gpus()
-        return names[0] if names else None
 
     def decider(self, test_id: str, name: str, params: RequestParams) -> Callable[[Result], bool]:
         """For the adaptive plan: whether the samples so far decide the cell's verdict."""

@@ -29,6 +29,9 @@ from pytest_sglang_perf.measurement.metrics import metric
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.values import BOOT_METRICS
 
+EARLY_STOP_SHARE = 1 / 3
+"""The adaptive plan stops early on a change only at this share of the policy's alpha: every look at growing data
+is another chance of a false alarm, and the final look (at the maximum count) keeps the full alpha."""
 _COUNTED_KEY = re.compile(r"^(?P<prefix>(?:simulated-)?)(?P<count>\d+)x(?P<rest>.+)$")
 NO_IDENTITY = "the baseline was recorded without the cell's identity (by an older pytest-sglang-perf)"
 
@@ -130,15 +133,16 @@ def settled(name: str, values: Sequence[float], reference: BootValues | None, to
             policy: GatePolicy) -> bool:
     """The adaptive plan's stopping rule for one metric: its verdict is decided at the policy's confidence.
 
-    Decided: regressed or improved with evidence; a change below half the metric's absolute floor; or the one-sided
+    Decided: regressed or improved with evidence at a third of alpha (EARLY_STOP_SHARE); a change below half the
+    metric's absolute floor; or the one-sided
     bound of the change inside the tolerance (it cannot be a regression). Without a comparable baseline: once the
     samples could detect a change as small as the tolerance, so that the baseline they become is good enough.
     """
     check = check_metric(name, reference, values, tolerance, policy)
     if reference is None:
         return check.detectable is not None and check.detectable <= tolerance
-    if check.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):
-        return True
+    if check.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):  # an early stop on a change needs stronger evidence
+        return check.p_value is None or min(check.p_value, 1.0 - check.p_value) < policy.alpha * EARLY_STOP_SHARE
     if check.baseline is not None and abs(check.measured - check.baseline) <= metric(name).abs_floor / 2:
         return True
     return check.verdict is Verdict.OK and within_tolerance(name, reference, values, tolerance, policy)

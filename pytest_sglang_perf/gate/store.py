@@ -4,7 +4,8 @@ A file holds `schema_version` (SCHEMA_VERSION), its `environment_key`, the last 
 and `entries[test_id][variant]` with the metric summaries, the raw samples, the variant's args, the
 prompt hash, the request params, when (`recorded_at`, ISO-8601 UTC) and from which `commit` it was
 recorded, the software `environment` at that time, and (optional, null in older files) the server's
-`startup` facts and what it `ran` (its effective configuration in words).
+`startup` facts, what it `ran` (its effective configuration in words), the cell's `identity` (gate/identity.py:
+what makes a later cell comparable) and its `boots` (samples per server boot, with each boot's costs).
 
 A bad file (invalid JSON, another schema, a malformed entry) raises BaselineFileError naming the file,
 the problem and the fix; it is never rewritten. Writes hold a file lock (kept in the temporary

@@ -5,7 +5,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -46,74 +45,71 @@ def recorded(pytester: pytest.Pytester) -> pytest.Pytester:
     return pytester
 
 
-@pytest.mark.parametrize(("change", "expected"), [
+REQUEST_CHANGES = [
     ({"PERF_PROMPT": "Write a B-tree."}, "prompt changed (hash * -> *)"),
     ({"PERF_OPTIONS": '{"max_tokens": 128}'}, "max_tokens 200 -> 128"),
     ({"PERF_OPTIONS": '{"temperature": 0.0}'}, "temperature 0.6 -> 0.0"),
     ({"PERF_OPTIONS": '{"seed": 7}'}, "seed 0 -> 7"),
     ({"PERF_OPTIONS": '{"ignore_eos": false}'}, "ignore_eos true -> false"),
-])
-def test_a_changed_request_is_stale_and_names_the_change(recorded: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
-                                                         change: dict[str, str], expected: str) -> None:
-    for name, value in change.items():
-        monkeypatch.setenv(name, value)
-    result = _run(recorded)
-    result.assert_outcomes(passed=1)  # not gated, but loudly so
-    result.stdout.fnmatch_lines([
-        f"*test_perf.py::test_p: the baseline is not comparable (recorded for something else): {expected}*",
-        "*1 cell: 0 ok, 0 regressed, 0 inconclusive, 0 improved, 0 new, 1 stale, 0 updated*",
-        "*1 cell(s) NOT GATED, no comparable baseline (1 stale); --sglang-require-baselines fails them",
-    ])
-    [cell] = _cells(recorded)
-    assert cell["verdict"] == "stale"
+]
+NOT_COMPARABLE = "the baseline is not comparable (recorded for something else)"
+
+
+def test_a_changed_request_is_stale_and_names_the_change(recorded: pytest.Pytester,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    for change, expected in REQUEST_CHANGES:
+        with monkeypatch.context() as env:
+            for name, value in change.items():
+                env.setenv(name, value)
+            result = _run(recorded)
+        result.assert_outcomes(passed=1)  # not gated, but loudly so
+        result.stdout.fnmatch_lines([
+            f"*test_perf.py::test_p: {NOT_COMPARABLE}: {expected}",
+            "*1 cell: 0 ok, 0 regressed, 0 inconclusive, 0 improved, 0 new, 1 stale, 0 updated*",
+            "*1 cell(s) NOT GATED, no comparable baseline (1 stale); --sglang-require-baselines fails them",
+        ])
+        assert [cell["verdict"] for cell in _cells(recorded)] == ["stale"]
+    monkeypatch.setenv("PERF_OPTIONS", '{"max_tokens": 128}')
     gate = _run(recorded, "--sglang-require-baselines")
     gate.assert_outcomes(failed=1)
-    gate.stdout.fnmatch_lines([f"*the baseline is not comparable (recorded for something else): {expected}*",
-                               "*--sglang-update-baselines"])
+    gate.stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: max_tokens 200 -> 128", "*--sglang-update-baselines"])
 
 
-def test_changed_server_args_are_stale_by_their_resolved_value(recorded: pytest.Pytester) -> None:
-    write_project(recorded, {"default": ["--max-running"]}, request=STEADY)  # a prefix spelling, no value: broken
-    write_project(recorded, {"default": ["--max-running-requests", "16"]}, request=STEADY)
-    result = _run(recorded)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*not comparable*--max-running-requests 8 -> 16*"])
-    # The same value in another spelling (argparse's unique prefix) measures the same server: ok, not stale.
-    write_project(recorded, {"default": ["--max-running-req", "8"]}, request=STEADY)
-    same = _run(recorded)
-    same.assert_outcomes(passed=1)
-    assert _cells(recorded)[0]["verdict"] in ("ok", "inconclusive")
+def test_a_changed_server_model_or_gpu_count_is_stale(recorded: pytest.Pytester) -> None:
+    project = recorded.path / "pyproject.toml"
+    original = project.read_text()
 
+    def stale_because(args: str, expected: str) -> None:
+        project.write_text(original.replace('default = ["--max-running-requests", "8"]', f"default = {args}"))
+        result = _run(recorded)
+        result.assert_outcomes(passed=1)
+        result.stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: {expected}"])
 
-def test_a_changed_model_config_is_stale(recorded: pytest.Pytester) -> None:
+    stale_because('["--max-running-requests", "16"]', "--max-running-requests 8 -> 16")
+    stale_because('["--max-running-requests", "8", "--tp-size", "2"]',
+                  "the baseline was recorded as simulated-1x*; GPUs 1x * -> 2x *; --tp-size 1 -> 2")
+    # The same value in another spelling (argparse's unique prefix) runs the same server: compared, not stale.
+    project.write_text(original.replace('"--max-running-requests", "8"', '"--max-running-req", "8"'))
+    _run(recorded).assert_outcomes(passed=1)
+    assert [cell["stale"] for cell in _cells(recorded)] == [[]]
+    project.write_text(original)
     use_model_config(recorded, {**TINY_CONFIG, "num_hidden_layers": int(TINY_CONFIG["num_hidden_layers"]) + 1})
-    result = _run(recorded)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*not comparable*model config.json * -> *"])
-
-
-def test_more_gpus_file_elsewhere_and_are_stale_against_the_old_count(recorded: pytest.Pytester) -> None:
-    [before] = _baseline_files(recorded)
-    assert before.startswith("simulated-1x")
-    write_project(recorded, {"default": ["--max-running-requests", "8", "--tp-size", "2"]}, request=STEADY)
-    result = _run(recorded)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines([
-        f"*not comparable*the baseline was recorded as {Path(before).stem}; GPUs 1x * -> 2x *; --tp-size 1 -> 2*",
-    ])
-    _run(recorded, "--sglang-update-baselines").assert_outcomes(passed=1)
-    assert [name[:12] for name in _baseline_files(recorded)] == ["simulated-1x", "simulated-2x"]
-
-
-def test_an_entry_without_identity_is_stale(recorded: pytest.Pytester) -> None:
+    _run(recorded).stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: model config.json * -> *"])
+    use_model_config(recorded, TINY_CONFIG)
     [name] = _baseline_files(recorded)
     path = recorded.path / "baselines" / name
     data = json.loads(path.read_text())
     del data["entries"]["test_perf.py::test_p"]["default"]["identity"]
     path.write_text(json.dumps(data))
-    result = _run(recorded)
-    result.assert_outcomes(passed=1)
-    result.stdout.fnmatch_lines(["*not comparable*recorded without the cell's identity*"])
+    _run(recorded).stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: the baseline was recorded without the cell's identity*"])
+
+
+def test_a_tp_size_2_variant_files_its_baselines_as_2_gpus(recorded: pytest.Pytester) -> None:
+    [before] = _baseline_files(recorded)
+    assert before.startswith("simulated-1x")
+    write_project(recorded, {"default": ["--max-running-requests", "8", "--tp-size", "2"]}, request=STEADY)
+    _run(recorded, "--sglang-update-baselines").assert_outcomes(passed=1)
+    assert [name[:12] for name in _baseline_files(recorded)] == ["simulated-1x", "simulated-2x"]
 
 
 def test_require_baselines_fails_a_new_cell(pytester: pytest.Pytester) -> None:
