@@ -28,23 +28,29 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from functools import partial
 
 _EPSILON = 1e-15
 """Relative accuracy the continued fraction and the quantile search stop at."""
 _TINY = 1e-300
 """Lentz's guard against a zero denominator."""
-_MAX_TERMS = 1_000_000
-"""Continued-fraction terms before giving up; convergence needs about sqrt(df) terms near the median."""
-_STIRLING_FROM = 100.0
+_MAX_TERMS = 10_000
+"""A bound on the continued fraction's terms; where it is used, it converges in well under 100."""
+_STIRLING_FROM = 10.0
 """From this argument on, a difference of log-gammas is taken from Stirling's series (lgamma loses digits)."""
+_STIRLING_COEFFICIENTS = (1 / 12, -1 / 360, 1 / 1260, -1 / 1680, 1 / 1188, -691 / 360360, 1 / 156)
+"""B(2k) / (2k (2k - 1)) for k = 1..7, B the Bernoulli numbers."""
+_NORMAL_FROM = 1e25
+"""From this df on the t distribution is the normal one to every digit of a float (they differ by about
+t^4 / (4 df) relative, and the normal tail is 0 beyond t = 39); the beta form would run into _TINY."""
 _LOG_MAX = math.log(1.7976931348623157e308)
 
 
 def t_cdf(t: float, df: float) -> float:
     """Student's t cumulative distribution; df > 0, may be math.inf (the standard normal).
 
-    The lower tail is computed directly and the upper one as its mirror, so t_cdf(-t) + t_cdf(t) == 1 and a
-    far tail keeps its relative precision (a p-value of 1e-30 is 1e-30, not 0 from 1 - (1 - 1e-30))."""
+    The lower tail is computed directly and the upper one as its mirror, so the two agree and a far lower
+    tail keeps its relative precision (a p-value of 1e-30 is 1e-30, not 0 from 1 - (1 - 1e-30))."""
     _check_df(df)
     if math.isnan(t):
         return math.nan
@@ -213,55 +219,51 @@ def _expm1(x: float) -> float:
 
 def _upper_tail(t: float, df: float) -> float:
     """P(T > t) for t >= 0: I_x(df/2, 1/2) / 2 with x = df / (df + t^2)."""
-    if math.isinf(df):
+    if df >= _NORMAL_FROM:
         return 0.5 * math.erfc(t / math.sqrt(2.0))
-    x, y = _beta_arguments(t, df)
-    return 0.5 * _incomplete_beta(df / 2.0, 0.5, x, y)
+    x, y, log_x, log_y = _beta_arguments(t, df)
+    return 0.5 * _incomplete_beta(df / 2.0, 0.5, x, y, log_x, log_y)
 
 
 def _central_mass(t: float, df: float) -> float:
     """P(0 < T < t) for t >= 0: I_y(1/2, df/2) / 2 with y = t^2 / (df + t^2); precise where t is small."""
-    if math.isinf(df):
+    if df >= _NORMAL_FROM:
         return 0.5 * math.erf(t / math.sqrt(2.0))
-    x, y = _beta_arguments(t, df)
-    return 0.5 * _incomplete_beta(0.5, df / 2.0, y, x)
+    x, y, log_x, log_y = _beta_arguments(t, df)
+    return 0.5 * _incomplete_beta(0.5, df / 2.0, y, x, log_y, log_x)
 
 
 def _t_density(t: float, df: float) -> float:
-    if math.isinf(df):
+    if df >= _NORMAL_FROM:
         return math.exp(-0.5 * t * t) / math.sqrt(2.0 * math.pi)
     log_kernel = -(df + 1.0) / 2.0 * math.log1p(t * t / df)
     return math.exp(log_kernel - 0.5 * math.log(df) - _log_beta(0.5, df / 2.0))
 
 
-def _beta_arguments(t: float, df: float) -> tuple[float, float]:
-    """x = df / (df + t^2) and y = 1 - x, each computed without cancellation and without overflow."""
-    t2 = t * t
-    if t2 > df:
-        r = df / t2  # 0 when t2 is inf
-        return r / (1.0 + r), 1.0 / (1.0 + r)
-    r = t2 / df
-    return 1.0 / (1.0 + r), r / (1.0 + r)
+def _beta_arguments(t: float, df: float) -> tuple[float, float, float, float]:
+    """x = df / (df + t^2), y = 1 - x, log x and log y: without cancellation, and without overflow or a lost
+    tail for a huge t (the logs stay finite where x underflows: P(T > 1e200) with df = 1 is 3e-201, not 0)."""
+    root = math.sqrt(df)
+    s = root / t if t > root else t / root  # <= 1: the square of the smaller of sqrt(df) and t over the larger
+    r = s * s
+    log_small = 2.0 * math.log(s) - math.log1p(r) if s > 0 else -math.inf
+    small, big, log_big = r / (1.0 + r), 1.0 / (1.0 + r), -math.log1p(r)
+    return (small, big, log_small, log_big) if t > root else (big, small, log_big, log_small)
 
 
-def _incomplete_beta(a: float, b: float, x: float, y: float) -> float:
-    """The regularised incomplete beta function I_x(a, b), with y = 1 - x passed in at full precision.
+def _incomplete_beta(a: float, b: float, x: float, y: float, log_x: float, log_y: float) -> float:
+    """The regularised incomplete beta function I_x(a, b), with y = 1 - x and the logs passed in at full precision.
 
-    Its continued fraction converges fast for x < (a + 1) / (a + b + 2); beyond that, I_x(a, b) =
-    1 - I_y(b, a) brings the argument back under the switch point (and the result is then not small)."""
-    if x <= 0.0:
-        return 0.0
-    if y <= 0.0:
-        return 1.0
-    if x < (a + 1.0) / (a + b + 2.0):
-        return _clamp(_beta_front(a, b, x, y) * _beta_fraction(a, b, x, y))
-    return _clamp(1.0 - _beta_front(b, a, y, x) * _beta_fraction(b, a, y, x))
+    Its continued fraction converges fast for x < (a + 1) / (a + b + 2) (asked of y where x is close to 1 and
+    has lost digits); beyond that, I_x(a, b) = 1 - I_y(b, a) brings the argument back under the switch point
+    (and the result is then not small, so the subtraction loses nothing)."""
+    if (x < (a + 1.0) / (a + b + 2.0)) if x <= 0.5 else (y > (b + 1.0) / (a + b + 2.0)):
+        return _clamp(_beta_front(a, b, log_x, log_y) * _beta_fraction(a, b, x, y))
+    return _clamp(1.0 - _beta_front(b, a, log_y, log_x) * _beta_fraction(b, a, y, x))
 
 
-def _beta_front(a: float, b: float, x: float, y: float) -> float:
-    """x^a y^b / (a B(a, b)), in logs (log1p where an argument is close to 1)."""
-    log_x = math.log1p(-y) if y < 0.5 else math.log(x)
-    log_y = math.log1p(-x) if x < 0.5 else math.log(y)
+def _beta_front(a: float, b: float, log_x: float, log_y: float) -> float:
+    """x^a y^b / (a B(a, b)), in logs."""
     return math.exp(a * log_x + b * log_y - _log_beta(a, b)) / a
 
 
@@ -293,7 +295,6 @@ def _odd_term(a: float, b: float, x: float, m: int) -> float:
 
 
 def _even_term(a: float, b: float, x: float, m: int) -> float:
-    """d(2m)."""
     return m * (b - m) / (a + 2 * m - 1) * (x / (a + 2 * m))
 
 
@@ -317,14 +318,19 @@ def _log_beta(a: float, b: float) -> float:
 
 
 def _log_gamma_ratio(z: float, s: float) -> float:
-    """log(Gamma(z + s) / Gamma(z)) for z >= 100 from Stirling's series, its differences taken in closed form:
-    (z - 1/2) log1p(s/z) + s log(z + s) - s + R(z + s) - R(z), R(w) = 1/(12w) - 1/(360w^3) + 1/(1260w^5)."""
+    """log(Gamma(z + s) / Gamma(z)) for z >= 10 from Stirling's series, its differences taken in closed form:
+    (z - 1/2) log1p(s/z) + s log(z + s) - s + R(z + s) - R(z), R(w) = 1/(12w) - 1/(360w^3) + ..."""
     return (z - 0.5) * math.log1p(s / z) + s * math.log(z + s) - s + _stirling_rest(z + s) - _stirling_rest(z)
 
 
 def _stirling_rest(w: float) -> float:
+    """Stirling's series after its leading terms: sum of B(2k) / (2k (2k - 1) w^(2k-1)), k = 1..7; for w >= 10
+    the first term left out is below 1e-16 (and R(z + s) - R(z) is smaller still)."""
     inv2 = 1.0 / (w * w)
-    return (1.0 / 12.0 - inv2 * (1.0 / 360.0 - inv2 * (1.0 / 1260.0 - inv2 / 1680.0))) / w
+    total = 0.0
+    for coefficient in reversed(_STIRLING_COEFFICIENTS):
+        total = total * inv2 + coefficient
+    return total / w
 
 
 # --- the quantile: bracketing, then Newton's method kept inside the bracket --------------------------------
@@ -335,15 +341,19 @@ def _solve_upper_tail(q: float, df: float) -> float:
 
     Solved as residual(t) = 0 for an increasing residual whose slope is the density: q - P(T > t) in the
     tail, P(0 < T < t) - (0.5 - q) near the centre (where the tail would carry no digits of t)."""
-    if q < 0.25:
-        residual: Callable[[float], float] = lambda t: q - _upper_tail(t, df)  # noqa: E731
-    else:
-        target = 0.5 - q  # exact for q in [0.25, 0.5]
-        residual = lambda t: _central_mass(t, df) - target  # noqa: E731
+    residual = partial(_tail_residual, q, df) if q < 0.25 else partial(_central_residual, 0.5 - q, df)
     low, high = _bracket(residual)
     if math.isinf(high):
         return math.inf  # beyond the largest float: a p of a few 1e-309 with df = 1
-    return _newton_in_bracket(residual, lambda t: _t_density(t, df), low, high)
+    return _newton_in_bracket(residual, partial(_t_density, df=df), low, high)
+
+
+def _tail_residual(q: float, df: float, t: float) -> float:
+    return q - _upper_tail(t, df)
+
+
+def _central_residual(mass: float, df: float, t: float) -> float:
+    return _central_mass(t, df) - mass  # 0.5 - q is exact for q in [0.25, 0.5]
 
 
 def _bracket(residual: Callable[[float], float]) -> tuple[float, float]:

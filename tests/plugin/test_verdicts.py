@@ -24,7 +24,7 @@ STEADY = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n"
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
-    return pytester.runpytest_subprocess("--sglang-simulate", "--sglang-results", "results.json", *args)
+    return pytester.runpytest("--sglang-simulate", "--sglang-results", "results.json", *args)
 
 
 def _cells(pytester: pytest.Pytester) -> list[dict[str, Any]]:
