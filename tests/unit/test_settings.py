@@ -51,7 +51,12 @@ def test_full_settings() -> None:
     ({"model": "m", "args": ["--host", "0.0.0.0"]}, "args: remove --host"),
     ({"model": "m", "args": ["--port=1"]}, "args: remove --port"),
     ({"model": "m", "tolerance": {"ttft": 0.1}}, "tolerance.ttft: write a percentage like '5%'"),
-    ({"model": "m", "request": {"repeats": 0}}, "request.repeats: expected a whole number >= 1"),
+    ({"model": "m", "request": {"repeats": 0}}, "request.repeats: expected a whole number >= 1 or \"auto\""),
+    ({"model": "m", "request": {"repeats": "many"}}, "request.repeats: expected a whole number >= 1 or \"auto\""),
+    ({"model": "m", "request": {"max_repeats": 2}}, "request.max_repeats: expected at least 3"),
+    ({"model": "m", "request": {"ignore_eos": "yes"}}, "request.ignore_eos: expected true or false"),
+    ({"model": "m", "gate": {"confidence": 1.0}}, "gate.confidence: expected a number from 0.5 to below 1"),
+    ({"model": "m", "gate": {"alpha": 0.05}}, "gate.alpha: unknown key; known keys here: confidence, power"),
     ({"model": "m", "request": {"temperature": "hot"}}, "request.temperature: expected a number from 0 to 2"),
     ({"model": "m", "startup_timeout": -5}, "startup_timeout: a duration must be positive"),
     ({"model": "m", "env": {"A": 1}}, "env: expected a table of strings"),
@@ -61,6 +66,16 @@ def test_bad_values_name_the_key(table: dict[str, object], message: str) -> None
         _parse(table)
     assert message in str(info.value)
     assert str(info.value).startswith("sglang-perf.toml: ")
+
+
+def test_the_adaptive_plan_and_the_gate_table() -> None:
+    s = _parse({"model": "m", "request": {"repeats": "auto", "max_repeats": 9, "ignore_eos": False},
+                "gate": {"confidence": 0.99, "power": 0.9}})
+    assert (s.request.adaptive, s.request.repeats, s.request.max_repeats) == (True, 3, 9)
+    assert s.request.ignore_eos is False
+    assert (s.gate.confidence, s.gate.power) == (0.99, 0.9)
+    default = _parse({"model": "m"})
+    assert (default.request.adaptive, default.request.ignore_eos, default.gate.confidence) == (False, True, 0.95)
 
 
 def test_lookup_order(tmp_path: Path) -> None:
