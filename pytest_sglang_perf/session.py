@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import ConfigError, Settings, variant_line
@@ -42,9 +41,6 @@ from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
-
-if TYPE_CHECKING:
-    pass
 
 REFRESH_FLAG = "--sglang-update-baselines"
 _INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
