@@ -7,15 +7,15 @@ then an HTTP server whose `/ready` and `/health` answer 503 until the warmup is 
 
 from __future__ import annotations
 
-import _thread
 import dataclasses
-import gc
 import http.client
 import itertools
 import os
+import pickle
+import signal
 import socket
+import subprocess
 import sys
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -310,30 +310,43 @@ def test_ctrl_c_from_progress_callback_leaves_nothing_behind(fake: Fake) -> None
     assert not server.is_running()
 
 
-def test_ctrl_c_signal_while_waiting_leaves_nothing_behind(fake: Fake) -> None:
-    server = ServerProcess(fake.spec(FAKE_CHILD="child", FAKE_MODE="hang", FAKE_LOAD="0.05"))
-    # CPython drops a KeyboardInterrupt that lands while the main thread runs a finaliser (a `__del__` run by the
-    # garbage collector or by a reference count reaching zero, which gc.disable() does not stop): as a user whose
-    # Ctrl-C vanished would, press it again if start() has not given up 5 s later (its cleanup takes far less).
-    gc.collect()
-    gc.disable()
-    done = threading.Event()
+BOOTING = """
+import pickle, sys
+from pytest_sglang_perf.server.launcher import ServerProcess
 
-    def press_ctrl_c() -> None:
-        for press in range(4):
-            if done.wait(0.8 if press == 0 else 5.0):
-                return
-            _thread.interrupt_main()  # SIGINT to this (main) thread while start() waits
+with open(sys.argv[1], "rb") as spec_file:
+    spec = pickle.load(spec_file)
+server = ServerProcess(spec, lambda event: print(event.phase, flush=True))
+try:
+    server.start()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    sys.exit(130)
+"""
 
-    presser = threading.Thread(target=press_ctrl_c, daemon=True)
-    presser.start()
+
+def test_ctrl_c_signal_while_waiting_leaves_nothing_behind(fake: Fake, tmp_path: Path) -> None:
+    """A real SIGINT to a process whose start() waits for the server, as a user's Ctrl-C. The process is a fresh
+    one: in this suite's long-lived interpreter, `_thread.interrupt_main()` went unanswered on a loaded machine
+    after the plugin's other tests had run (only there, and for a reason not found), so it is not used."""
+    spec_file = tmp_path / "spec.pickle"
+    spec_file.write_bytes(pickle.dumps(fake.spec(FAKE_CHILD="child", FAKE_MODE="hang", FAKE_LOAD="0.05")))
+    booting = subprocess.Popen([sys.executable, "-c", BOOTING, str(spec_file)], stdout=subprocess.PIPE, text=True)
     try:
-        with pytest.raises(KeyboardInterrupt):
-            server.start()
+        assert booting.stdout is not None
+        phases = []
+        for line in booting.stdout:  # the fake hangs while capturing graphs: interrupt it there
+            phases.append(line.strip())
+            if phases[-1] == "capturing_graphs":
+                booting.send_signal(signal.SIGINT)
+                break
+        assert booting.wait(timeout=30) == 130, phases
+        assert booting.stdout.read().strip() == "interrupted"
     finally:
-        done.set()
-        presser.join()
-        gc.enable()
+        booting.kill()
+        booting.wait()
+        if booting.stdout is not None:
+            booting.stdout.close()
     assert not _alive(fake.pid("child"))
     assert not _alive(fake.pid("main"))
 
