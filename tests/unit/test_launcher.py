@@ -311,8 +311,10 @@ def test_ctrl_c_from_progress_callback_leaves_nothing_behind(fake: Fake) -> None
 
 
 BOOTING = """
-import pickle, sys
+import pickle, signal, sys
 from pytest_sglang_perf.server.launcher import ServerProcess
+
+signal.signal(signal.SIGINT, signal.default_int_handler)  # Ctrl-C as in a terminal (see the test's docstring)
 
 with open(sys.argv[1], "rb") as spec_file:
     spec = pickle.load(spec_file)
@@ -326,9 +328,11 @@ except KeyboardInterrupt:
 
 
 def test_ctrl_c_signal_while_waiting_leaves_nothing_behind(fake: Fake, tmp_path: Path) -> None:
-    """A real SIGINT to a process whose start() waits for the server, as a user's Ctrl-C. The process is a fresh
-    one: in this suite's long-lived interpreter, `_thread.interrupt_main()` went unanswered on a loaded machine
-    after the plugin's other tests had run (only there, and for a reason not found), so it is not used."""
+    """A real SIGINT to a process whose start() waits for the server, as a user's Ctrl-C in a terminal.
+
+    The process sets Python's own SIGINT handler first: a suite started as a shell's background job (`cmd &`, as CI
+    scripts and load tests do) inherits SIGINT ignored, and Python then leaves it ignored, so neither a signal nor
+    `_thread.interrupt_main()` would reach it."""
     spec_file = tmp_path / "spec.pickle"
     spec_file.write_bytes(pickle.dumps(fake.spec(FAKE_CHILD="child", FAKE_MODE="hang", FAKE_LOAD="0.05")))
     booting = subprocess.Popen([sys.executable, "-c", BOOTING, str(spec_file)], stdout=subprocess.PIPE, text=True)
