@@ -6,7 +6,6 @@ pytest-facing: a failed request or a regression fails the test (`pytest.fail`), 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import replace
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
@@ -146,18 +145,12 @@ class SGLangPerf:
         if result.variant != self.variant.name:
             raise ValueError(f"result of variant {result.variant!r} checked in variant {self.variant.name!r}")
         try:
-            cell = self._session.check(self.test_id, result, lambda: self._measure(self._again(result)))
+            cell = self._session.check(self.test_id, result, lambda: self._measure(result.again()))
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         if self._session.gate_failure(cell) is not None:
             context = self._session.server_lines(self._run)
             pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid), context), pytrace=False)
-
-    @staticmethod
-    def _again(result: Result) -> RequestParams:
-        """The confirmation's request: the same, as a fixed plan of the first measurement's size (an adaptive
-        re-measure would stop at its first chance to repeat the regression: a biased confirmation)."""
-        return replace(result.params, repeats=len(result.samples), max_repeats=None)
 
     @property
     def test_id(self) -> str:

@@ -190,8 +190,7 @@ class PerfSession:
                 self._stop(run)
                 self._boot(run)
                 for cell in pending:
-                    params = replace(cell.first.params, repeats=len(cell.first.samples), max_repeats=None)
-                    cell.results.append(self.measure(run.name, params))
+                    cell.results.append(self.measure(run.name, cell.first.again()))
             except SGLangPerfError as exc:
                 self.recorder.discard(run.name)
                 self.errors.append(f"variant {run.name!r}: baselines NOT recorded: boot {boot} of {total} "

@@ -157,11 +157,11 @@ def _detectable(stats: LogDifference | None, policy: GatePolicy) -> float | None
 
 
 def _p_worse(spec: Metric, stats: LogDifference) -> float:
-    return stats.p_decrease() if spec.worse(1.0) < 0 else stats.p_increase()
+    return stats.p_decrease() if spec.higher_is_better else stats.p_increase()
 
 
 def _p_better(spec: Metric, stats: LogDifference) -> float:
-    return stats.p_increase() if spec.worse(1.0) < 0 else stats.p_decrease()
+    return stats.p_increase() if spec.higher_is_better else stats.p_decrease()
 
 
 def _verdict(spec: Metric, baseline: float, measured: float, change: float | None, tolerance: float,
@@ -188,7 +188,7 @@ def within_tolerance(name: str, baseline: BootValues, measured: Sequence[float],
     if stats is None:
         return False
     low, high = stats.interval(1.0 - 2.0 * policy.alpha)  # each bound is one-sided at alpha
-    worst_case = spec.worse(low) if spec.worse(1.0) < 0 else spec.worse(high)
+    worst_case = spec.worse(low) if spec.higher_is_better else spec.worse(high)
     return worst_case < tolerance
 
 

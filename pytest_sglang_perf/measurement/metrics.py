@@ -24,6 +24,10 @@ class Metric:
     """Changes smaller than this, in the metric's unit, never count (timer and scheduler noise)."""
     description: str
 
+    @property
+    def higher_is_better(self) -> bool:
+        return self.direction is Direction.HIGHER_IS_BETTER
+
     def worse(self, change: float) -> float:
         """How much worse a relative change is (positive = worse), whatever the direction."""
         return -change if self.direction is Direction.HIGHER_IS_BETTER else change

@@ -100,3 +100,8 @@ class Result:
     def settings(self) -> RequestSettings:
         """The request as sent: `repeats` is how many requests were measured (the adaptive plan decides it)."""
         return replace(self.params.settings, repeats=len(self.samples))
+
+    def again(self) -> RequestParams:
+        """The same request as a fixed plan of this measurement's size: a confirmation re-measure, or the same cell
+        on another boot (an adaptive re-measure would stop at its first chance to repeat a result: biased)."""
+        return replace(self.params, repeats=len(self.samples), max_repeats=None)
