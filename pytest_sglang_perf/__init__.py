@@ -14,3 +14,7 @@ class SGLangConfigWarning(UserWarning):
 
     Every test of the variant carries it; `--sglang-strict-flags` turns the former into a failure.
     """
+
+
+class SGLangPrefixCacheWarning(UserWarning):
+    """A measurement asked for a warm prefix cache (`prefix_cache = "warm"`) but no request hit it."""

@@ -3,12 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
-from pytest_sglang_perf.gate.environment import detect_gpus
+if TYPE_CHECKING:
+    from pytest_sglang_perf.config.settings import Settings
+    from pytest_sglang_perf.server.target_gpus import TargetGpus
 
+DISTRIBUTION = "pytest-sglang-perf"
 SIMULATE_FLAG = "--sglang-simulate"
 REQUIRE_REAL_FLAG = "--sglang-require-real"
 _HELP = ("-h", "--help")
@@ -17,11 +22,12 @@ DEFAULT_REFERENCE = "default"
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="sglang-perf", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
         "run", help="run pytest on the perf suite; adds --sglang-simulate when nvidia-smi finds no GPU",
         description="Every argument after 'run' but --real is passed to pytest, in order (e.g. -q tests/perf "
-                    "--sglang-variants default).",
+                    "--sglang-variants default); pytest runs as `python -m pytest` in this process's place.",
     )
     run.add_argument("--real", action="store_true",
                      help="a gate on real SGLang: never fall back to the simulator, and fail (exit non-zero) when "
@@ -30,17 +36,40 @@ def _parser() -> argparse.ArgumentParser:
     check = sub.add_parser(
         "check", help="pre-flight: check every variant's flags before any server starts (exit 1 on an error)",
         description="Parses every variant's command line with the installed SGLang's parser (else the flag table "
-                    "of the SGLang version the simulator models) and reports unknown, ambiguous and repeated flags "
-                    "and known incompatible combinations. No server is started; no GPU is needed.",
+                    "of the SGLang version the simulator models) and reports unknown, ambiguous and repeated flags, "
+                    "known incompatible combinations, servers needing more GPUs than nvidia-smi shows, and bad "
+                    "simulator knobs (--sim-*). No server is started; no GPU is needed. The configuration is found "
+                    "as pytest finds its inifile: the nearest sglang-perf.toml, or pyproject.toml with a "
+                    "[tool.sglang_perf] table, from this directory up.",
     )
     check.add_argument("--config", type=Path, default=None, help="sglang-perf.toml or pyproject.toml to check")
-    check.add_argument("--simulate", action="store_true", help="check against the simulator's SGLang flag table")
+    check.add_argument("--simulate", action="store_true",
+                       help="check as `pytest --sglang-simulate` runs: the simulator's SGLang flag table, its knobs "
+                            "and its simulated GPU")
     check.add_argument("--gpu", action="append", default=[], metavar="NAME",
-                       help="GPU the matrix will run on, e.g. 'H100' (default: what nvidia-smi finds)")
+                       help="GPU model the matrix will run on, e.g. 'H100' (default: the simulated GPU with "
+                            "--simulate, else what nvidia-smi finds); the GPU count is checked against nvidia-smi only")
     _add_compare(sub)
-    show = sub.add_parser("baselines", help="list the stored baselines (environment, test, variant, medians)")
-    show.add_argument("--dir", type=Path, default=Path("baselines"), help="baseline directory (default: baselines)")
+    show = sub.add_parser("baselines", help="list the stored baselines (file, test, variant, medians with units)",
+                          description="Lists the baseline files of the project's baseline_dir (the configuration is "
+                                      "found as for 'check'), else of ./baselines.")
+    show.add_argument("--dir", type=Path, default=None, help="baseline directory (default: the configuration's "
+                                                             "baseline_dir, else ./baselines)")
+    show.add_argument("--config", type=Path, default=None, help="sglang-perf.toml or pyproject.toml to read "
+                                                                "baseline_dir from")
     return parser
+
+
+def package_version() -> str:
+    """The installed distribution's version; the package's own when it is not installed (a source checkout)."""
+    from importlib import metadata
+
+    try:
+        return metadata.version(DISTRIBUTION)
+    except metadata.PackageNotFoundError:
+        from pytest_sglang_perf import __version__
+
+        return __version__
 
 
 def _add_compare(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -88,66 +117,120 @@ def compare(before: Path, after: Path | None, *, reference: str | None, confiden
     return 0
 
 
-def run(pytest_args: Sequence[str], *, real: bool) -> int:
-    import pytest
+def run(pytest_args: Sequence[str], *, real: bool) -> NoReturn:
+    """`sglang-perf run`: pytest in this process's place. Not `pytest.main()` in this process: this package is
+    imported by now, so pytest could not rewrite the asserts of its plugin (PytestAssertRewriteWarning); a fresh
+    interpreter imports the plugin through pytest, as the `pytest` command does."""
+    command = pytest_command(pytest_args, real=real, has_gpu=_has_gpu)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(command[0], command)
 
+
+def _has_gpu() -> bool:
+    from pytest_sglang_perf.gate.environment import detect_gpus
+
+    return bool(detect_gpus().names)
+
+
+def pytest_command(pytest_args: Sequence[str], *, real: bool, has_gpu: Callable[[], bool]) -> list[str]:
+    """`python -P -m pytest ARGS` (-P: nothing prepended to sys.path, as with the `pytest` script), plus
+    --sglang-require-real with --real, or --sglang-simulate (said on stderr) when nvidia-smi finds no GPU."""
     args = list(pytest_args)
     if real:
         args.append(REQUIRE_REAL_FLAG)
-    elif SIMULATE_FLAG not in args and not detect_gpus().names:
+    elif SIMULATE_FLAG not in args and not has_gpu():
         print("sglang-perf: no GPU found (nvidia-smi): running on the simulator; numbers are SIMULATED",
               file=sys.stderr)
         args.append(SIMULATE_FLAG)
-    return int(pytest.main(args))
+    return [sys.executable, "-P", "-m", "pytest", *args]
 
 
-def show_baselines(directory: Path) -> int:
-    from pytest_sglang_perf.gate.baseline import BaselineFileError
-    from pytest_sglang_perf.gate.store import BaselineStore
+def show_baselines(directory: Path | None, config: Path | None) -> int:
+    """`sglang-perf baselines`: every file's cells with their medians; 1 when a file cannot be used, 2 on a bad
+    configuration."""
+    from pytest_sglang_perf.gate.baseline_list import list_baselines
 
-    files = sorted(directory.glob("*.json"))
-    if not files:
+    if directory is None:
+        settings = _settings("baselines", config, required=False)
+        if isinstance(settings, int):
+            return settings
+        directory = Path("baselines") if settings is None else settings.baseline_dir
+    listing = list_baselines(directory)
+    if not listing.lines and not listing.problems:
         print(f"no baselines in {directory}/ (record some with: pytest --sglang-update-baselines)")
-        return 0
-    status = 0
-    for path in files:
-        try:
-            entries = BaselineStore(directory, path.stem).load()
-        except BaselineFileError as exc:
-            print(f"{path}: {exc}", file=sys.stderr)
-            status = 1
-            continue
-        print(f"{path} ({len(entries)} cells)")
-        for (test_id, variant), entry in sorted(entries.items()):
-            medians = ", ".join(f"{name}={s.median:.4g}" for name, s in entry.summaries.items())
-            print(f"  {test_id} [{variant}] {medians}")
-    return status
+    for line in listing.lines:
+        print(line)
+    for problem in listing.problems:
+        print(f"sglang-perf baselines: {problem}", file=sys.stderr)
+    return 1 if listing.problems else 0
+
+
+def _settings(command: str, config: Path | None, *, required: bool) -> Settings | int | None:
+    """The project's settings (the nearest configuration from here up, or --config); an exit code (2) after
+    printing why when it is bad, or missing and `required`."""
+    from pytest_sglang_perf.config.discovery import load_project_settings
+    from pytest_sglang_perf.config.settings import ConfigError
+
+    try:
+        settings = load_project_settings(Path.cwd(), config)
+    except ConfigError as exc:
+        print(f"sglang-perf {command}: {exc}", file=sys.stderr)
+        return 2
+    if settings is None and required:
+        print(f"sglang-perf {command}: no configuration found (sglang-perf.toml, or [tool.sglang_perf] in "
+              "pyproject.toml, in this directory or one above it; or pass --config PATH)", file=sys.stderr)
+        return 2
+    return settings
 
 
 def check(config: Path | None, *, simulate: bool, gpus: Sequence[str]) -> int:
-    from pytest_sglang_perf.config.settings import ConfigError, load_settings
+    """`sglang-perf check`: the session's pre-flight, as a command; 1 on an error, 2 on a configuration problem."""
+    from pytest_sglang_perf.errors import SGLangPerfError
     from pytest_sglang_perf.server.plan import plan_server
     from pytest_sglang_perf.server.preflight import Level, check_plans
     from pytest_sglang_perf.sglang_facts.parsers import choose_parser
 
+    settings = _settings("check", config, required=True)
+    if settings is None or isinstance(settings, int):
+        return 2 if settings is None else settings
+    parser = choose_parser(simulate=simulate)
+    target = _check_gpus(settings, simulate=simulate, named=gpus)
     try:
-        settings = load_settings(Path.cwd(), config)
-    except ConfigError as exc:
+        plans = [plan_server(settings, variant, simulate=simulate) for variant in settings.variants]
+        findings = check_plans(plans, parser, gpus=target)
+        knob_errors = [] if simulate else _simulate_args_errors(settings.simulate.args)
+    except SGLangPerfError as exc:  # a bad simulated model folder; a broken simulator installation
         print(f"sglang-perf check: {exc}", file=sys.stderr)
         return 2
-    if settings is None:
-        print("sglang-perf check: no configuration found (sglang-perf.toml, or [tool.sglang_perf] in "
-              "pyproject.toml, in this directory; or pass --config PATH)", file=sys.stderr)
-        return 2
-    parser = choose_parser(simulate=simulate)
-    plans = [plan_server(settings, variant, simulate=False) for variant in settings.variants]
-    findings = check_plans(plans, parser, gpu_names=tuple(gpus) or detect_gpus().names)
-    for finding in findings:
-        print(finding)
-    errors = sum(f.level is Level.ERROR for f in findings)
-    print(f"sglang-perf check: {len(plans)} variants, {errors} errors, {len(findings) - errors} warnings "
-          f"({settings.source}; checked with {parser.source})")
+    for line in [*map(str, findings), *knob_errors]:
+        print(line)
+    errors = sum(f.level is Level.ERROR for f in findings) + len(knob_errors)
+    warnings = sum(f.level is Level.WARNING for f in findings)
+    gpu_text = ", ".join(dict.fromkeys(target.names)) or "none found"
+    print(f"sglang-perf check: {len(plans)} variants, {errors} errors, {warnings} warnings "
+          f"({settings.path or settings.source}; checked with {parser.source}; GPU: {gpu_text}, from {target.origin})")
     return 1 if errors else 0
+
+
+def _check_gpus(settings: Settings, *, simulate: bool, named: Sequence[str]) -> TargetGpus:
+    """--gpu NAME when given (a GPU model; the count is unknown), else what the session would use."""
+    from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
+
+    if named:
+        return TargetGpus(tuple(named), None, "--gpu")
+    from pytest_sglang_perf.gate.environment import detect_gpus
+
+    return target_gpus(settings, simulate=simulate, host=lambda: detect_gpus().names)
+
+
+def _simulate_args_errors(args: Sequence[str]) -> list[str]:
+    """Without --simulate the variants' knobs are SGLang's business (it rejects them), but a bad knob in
+    [simulate] args would still stop every `--sglang-simulate` run: report it too."""
+    from pytest_sglang_perf.server.sim_knobs import SIMULATE_ARGS, check_knobs
+
+    [checked] = check_knobs([args])
+    return [f"error: {SIMULATE_ARGS}: {error} (a knob for --sglang-simulate runs)" for error in checked.errors]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -161,7 +244,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(ns.config, simulate=ns.simulate, gpus=ns.gpu)
     if ns.command == "compare":
         return compare(ns.results, ns.after, reference=ns.reference, confidence=ns.confidence)
-    return show_baselines(ns.dir)
+    return show_baselines(ns.dir, ns.config)
 
 
 def _run_command(args: list[str]) -> int:

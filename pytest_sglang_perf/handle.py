@@ -5,16 +5,20 @@ pytest-facing: a failed request or a regression fails the test (`pytest.fail`), 
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable
 from functools import cached_property
 from typing import TYPE_CHECKING, Literal
 
 import pytest
 
+from pytest_sglang_perf import SGLangPrefixCacheWarning
 from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND
 from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.terminal import failure_message
+from pytest_sglang_perf.measurement.prefix_cache import WARM, PrefixCache, prefix_cache_mode, warm_cache_note
 from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.server_views import server_failure_lines
 from pytest_sglang_perf.session import PerfSession
 from pytest_sglang_perf.variant_run import VariantRun
 
@@ -66,14 +70,17 @@ class SGLangPerf:
 
     def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
                 repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
-                ignore_eos: bool | None = None) -> Result:
+                ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None) -> Result:
         """Send `prompt` as streamed chat requests (warmup, then repeats) and return samples and summaries.
 
         `repeats="auto"` (or `request.repeats = "auto"`): the adaptive plan, which keeps measuring until this
         test's verdict is decided at the configured confidence, up to `request.max_repeats` requests.
+        `prefix_cache="cold"` (the default, `request.prefix_cache`): SGLang's prefix cache is emptied before every
+        request, so each prefills its whole prompt; `"warm"`: no flush, the warmup fills the cache and the
+        measured requests are cache hits.
         """
         __tracebackhide__ = True
-        params = self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos)
+        params = self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos, prefix_cache)
         return self._measure(params)
 
     def _decider(self, params: RequestParams) -> Callable[[Result], bool] | None:
@@ -87,10 +94,15 @@ class SGLangPerf:
         from pytest_sglang_perf.measurement.client import RequestFailed
 
         try:
-            return self._session.measure(self.variant.name, params, self._decider(params))
+            result = self._session.measure(self.variant.name, params, self._decider(params))
         except RequestFailed as exc:
             failure = (f"[{self.variant.name}] request failed: {exc}{self._server_gone()}\n"
                        f"server log: {self.server.log_path}")
+        else:
+            note = warm_cache_note(result.samples) if params.prefix_cache == WARM else None
+            if note is not None:
+                warnings.warn(SGLangPrefixCacheWarning(f"[{self.variant.name}] {note}"), stacklevel=3)
+            return result
         pytest.fail(failure, pytrace=False)  # outside the except block: no "During handling of ..." chain
 
     def cross_check(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
@@ -120,7 +132,7 @@ class SGLangPerf:
 
     def _params(self, prompt: str, max_tokens: int | None, temperature: float | None,
                 repeats: int | Literal["auto"] | None, warmup: int | None, seed: int | None,
-                ignore_eos: bool | None) -> RequestParams:
+                ignore_eos: bool | None, prefix_cache: str | None = None) -> RequestParams:
         defaults = self._session.settings.request
         adaptive = repeats == AUTO or (repeats is None and defaults.adaptive)
         if repeats is not None and repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)
@@ -136,6 +148,7 @@ class SGLangPerf:
             warmup=defaults.warmup if warmup is None else warmup,
             ignore_eos=defaults.ignore_eos if ignore_eos is None else ignore_eos,
             max_repeats=max(defaults.max_repeats, count) if adaptive else None,
+            prefix_cache=defaults.prefix_cache if prefix_cache is None else _prefix_cache(prefix_cache),
         )
 
     def check(self, result: Result) -> None:
@@ -149,13 +162,20 @@ class SGLangPerf:
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         if self._session.gate_failure(cell) is not None:
-            context = self._session.server_lines(self._run)
+            context = server_failure_lines(self._run)
             pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid), context), pytrace=False)
 
     @property
     def test_id(self) -> str:
         """The node id without the variant's parameter: the key of this test's baselines."""
         return strip_variant(self._nodeid, self.variant.name)
+
+
+def _prefix_cache(value: object) -> PrefixCache:
+    try:
+        return prefix_cache_mode(value)
+    except ValueError as exc:
+        raise ValueError(f"measure(prefix_cache=...): {exc}") from None
 
 
 def strip_variant(nodeid: str, variant: str) -> str:

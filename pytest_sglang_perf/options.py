@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.server.progress import HEARTBEAT_SECONDS
 
 _ENV_PREFIX = "SGLANG_PERF_"
 _TRUE = {"1", "true", "yes", "on"}
@@ -26,7 +27,8 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("variants", "list", "comma-separated variant names to run (default: all variants of the matrix)"),
     ("update-baselines", "bool", "record the measured values as the new baselines instead of gating on them"),
     ("results", "path", "write the session's results (metrics, verdicts, environment) as JSON to this path"),
-    ("log-dir", "path", "directory for the servers' log files (default: a session temp directory)"),
+    ("log-dir", "path", "directory for the servers' log files (default: a folder per run under pytest's cache "
+     "dir, .pytest_cache/d/sglang-perf/logs/, where the last 10 runs are kept)"),
     ("require-real", "bool", "a gate run: when the perf tests cannot run on SGLang (it is not installed), the session "
      "fails with the cause and the fix instead of skipping them (for CI; `sglang-perf run --real` sets it)"),
     ("require-baselines", "bool", "a gate: fail cells that have no comparable baseline (new, or stale: recorded "
@@ -37,6 +39,8 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
      "tests' requests are re-measured on N-1 fresh boots), so the gate knows the boot-to-boot spread (default 1)"),
     ("strict-flags", "bool", "fail every test of a variant whose server did not run what it requested (a flag "
      "SGLang overrode, a default optimization it switched off); default: a warning"),
+    ("heartbeat", "seconds", "while a server boots, say which step it is in after this many seconds without a line "
+     f"(default {HEARTBEAT_SECONDS:g}; 0: never)"),
 )
 
 
@@ -48,7 +52,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(f"--sglang-{name}", action="store_true", default=None, dest=dest, help=help_text)
             parser.addini(dest, help_text, type="bool", default=False)
         else:
-            metavar = {"list": "NAMES", "int": "N"}.get(kind, "PATH")
+            metavar = {"list": "NAMES", "int": "N", "seconds": "SECONDS"}.get(kind, "PATH")
             group.addoption(f"--sglang-{name}", action="store", default=None, dest=dest, metavar=metavar,
                             help=help_text)
             parser.addini(dest, help_text, default=None)
@@ -105,6 +109,18 @@ def _count(value: object) -> int:
     return count
 
 
+def _seconds(value: object) -> float:
+    if value in (None, ""):
+        return HEARTBEAT_SECONDS
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds < float("inf"):
+        raise pytest.UsageError(f"--sglang-heartbeat: expected seconds >= 0 (0 turns it off), got {value!r}")
+    return seconds
+
+
 def resolve_options(config: pytest.Config) -> RunOptions:
     return RunOptions(
         config_path=_path(config, _raw(config, "config")),
@@ -118,4 +134,6 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         require_baselines=bool(_raw(config, "require-baselines")),
         fail_inconclusive=bool(_raw(config, "fail-inconclusive")),
         boots=_count(_raw(config, "boots")),
+        verbosity=config.get_verbosity(),
+        heartbeat=_seconds(_raw(config, "heartbeat")),
     )

@@ -10,6 +10,8 @@ import contextlib
 import signal
 import warnings
 from collections.abc import Generator
+from dataclasses import replace
+from pathlib import Path
 from types import FrameType
 from typing import TYPE_CHECKING
 
@@ -18,6 +20,7 @@ import pytest
 from pytest_sglang_perf.config.settings import ConfigError, Variant, load_settings
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.options import add_options, resolve_options
+from pytest_sglang_perf.server.logdirs import KEEP_RUNS, shown_path
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.handle import SGLangPerf
@@ -40,12 +43,25 @@ def pytest_configure(config: pytest.Config) -> None:
         if settings is not None:
             from pytest_sglang_perf.session import PerfSession
 
-            session = PerfSession(settings, options, lambda message: _say(config, message))
+            session = PerfSession(settings, replace(options, log_root=_log_root(config)),
+                                  lambda message: _say(config, message))
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION] = session
     if session is not None:
         _install_sigterm_handler(config)
+
+
+def _log_root(config: pytest.Config) -> Path | None:
+    """Where run folders of server logs go: pytest's cache dir (.pytest_cache/d/sglang-perf/logs); None (a temp
+    folder, server/logdirs.py) when the cache provider is disabled or its folder cannot be made."""
+    cache: pytest.Cache | None = getattr(config, "cache", None)
+    if cache is None:
+        return None
+    try:
+        return cache.mkdir("sglang-perf") / "logs"
+    except OSError:
+        return None
 
 
 def _say(config: pytest.Config, message: str) -> None:
@@ -81,12 +97,24 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         return []
     names = ", ".join(v.name for v in session.variants)
     mode = "SIMULATED (the plugin's simulator, not SGLang)" if session.options.simulate else "SGLang"
-    lines = [f"sglang-perf: {session.settings.source}; model {session.settings.model}; variants: {names}; {mode}",
-             f"sglang-perf: baselines: {session.settings.baseline_dir}/ (a file per GPU model x GPUs a server uses "
-             "x model)"]
+    lines = [*_wrapped(f"sglang-perf: {session.settings.source}; model {session.settings.model}; variants: {names}; "
+                       f"{mode}"),
+             *_wrapped(f"sglang-perf: baselines: {session.settings.baseline_dir}/ (a file per GPU model x GPUs a "
+                       "server uses x model)")]
+    if session.unavailable is None:
+        kept = f" (the last {KEEP_RUNS} runs are kept)" if session.logs.managed else ""
+        lines.append(f"sglang-perf: server logs: {shown_path(session.logs.path, Path.cwd())}/{kept}")
     if session.options.update_baselines:
         lines.append("sglang-perf: recording new baselines (--sglang-update-baselines)")
     return lines
+
+
+def _wrapped(line: str) -> list[str]:
+    """A header line wrapped at 120 characters; each continuation starts with `sglang-perf:` too."""
+    from pytest_sglang_perf.server.describe import wrap_lines
+
+    width = 120 - len("sglang-perf: ")
+    return [f"sglang-perf: {text}" for text in wrap_lines([line.removeprefix("sglang-perf: ")], width=width)]
 
 
 @pytest.hookimpl(trylast=True)
@@ -199,17 +227,12 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     session = terminalreporter.config.stash.get(SESSION, None)
     if session is None:
         return
-    from pytest_sglang_perf.gate.ab import session_lines
-    from pytest_sglang_perf.server_views import server_summary
+    from pytest_sglang_perf.session_reports import summary_sections
 
-    servers = server_summary(session.runs.values(), session.options.simulate)
-    ab = session_lines(session.results, [v.name for v in session.variants], session.settings.gate.confidence)
-    for title, lines in (("sglang-perf servers", servers), ("sglang-perf", session.summary()),
-                         ("sglang-perf A/B", ab)):
-        if lines:
-            terminalreporter.section(title)
-            for line in lines:
-                terminalreporter.write_line(line)
+    for title, lines in summary_sections(session):
+        terminalreporter.section(title)
+        for line in lines:
+            terminalreporter.write_line(line)
     nothing = session.nothing_measured()
     if nothing is not None:
         terminalreporter.write_line(nothing, yellow=True, bold=True)

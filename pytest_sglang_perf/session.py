@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -25,20 +23,19 @@ from pytest_sglang_perf.gate.environment import Environment, build_environment, 
 from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.gate.recording import RecordedRun, Recorder
+from pytest_sglang_perf.gate.store import check_baseline_dir
+from pytest_sglang_perf.live import Live
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.server.boot import boot_server, stop_server
-from pytest_sglang_perf.server.describe import (
-    config_lines,
-    startup_text,
-    strict_failure,
-    warning_text,
-)
+from pytest_sglang_perf.server.describe import strict_failure, warning_text, wrap_lines
 from pytest_sglang_perf.server.fingerprint import local_model_dir, server_identity
 from pytest_sglang_perf.server.hints import boot_hints
 from pytest_sglang_perf.server.launcher import BootError
+from pytest_sglang_perf.server.logdirs import RunLogs
 from pytest_sglang_perf.server.plan import flag_value, plan_server
 from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.redaction import redact_argv
+from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
 
@@ -81,7 +78,9 @@ class PerfSession:
         """The re-measure of each cell whose regression was confirmed (or not) on the same server."""
         self.errors: list[str] = []
         """Session-level failures outside any test (a baseline boot that failed): the run exits non-zero."""
-        self._log_dir = options.log_dir or settings.log_dir
+        self.logs = RunLogs(options.log_dir or settings.log_dir, options.log_root)
+        """The servers' log folder (server/logdirs.py): created when the first server boots."""
+        self.live = Live(say, verbosity=options.verbosity, heartbeat=options.heartbeat, simulated=options.simulate)
         self._say = say
 
     @cached_property
@@ -127,6 +126,7 @@ class PerfSession:
                 f"sglang-perf: --sglang-require-real: {len(tests)} perf test(s) cannot run: {self.unavailable}; "
                 f"install it on this runner ({_INSTALL}), or drop --sglang-require-real to let them skip")
         if self.runs and self.unavailable is None:
+            check_baseline_dir(self.settings.baseline_dir)  # a broken store stops the session before any boot
             self._preflight()
 
     def _run(self, name: str) -> VariantRun:
@@ -140,8 +140,8 @@ class PerfSession:
     def _preflight(self) -> None:
         """Unknown, ambiguous, repeated or incompatible flags: reported before any server starts."""
         plans = [run.plan for run in self.runs.values()]
-        for finding in check_plans(plans, self._parser, gpu_names=self._preflight_gpus()):
-            self._say(f"pre-flight {finding}")
+        for finding in check_plans(plans, self._parser, gpus=self._gpus):
+            self.live.finding(f"pre-flight {finding}")
             if finding.level is Level.ERROR:
                 self.runs[finding.variant].preflight_errors.append(finding.message)
 
@@ -149,14 +149,13 @@ class PerfSession:
     def _parser(self) -> ArgParser:
         return choose_parser(simulate=self.options.simulate)
 
-    def _preflight_gpus(self) -> tuple[str, ...]:
-        """The GPUs the variants will run on: nvidia-smi's, or the simulator's `--sim-gpu` (else its default)."""
-        if not self.options.simulate:
-            return detect_gpus().names
-        from pytest_sglang_perf.sglang_facts.gpus import find_gpu
+    @cached_property
+    def _gpus(self) -> TargetGpus:
+        """The GPUs the variants will run on: nvidia-smi's, or the simulated one (server/target_gpus.py)."""
+        return target_gpus(self.settings, simulate=self.options.simulate, host=lambda: detect_gpus().names)
 
-        asked = flag_value(self.settings.simulate.args, "--sim-gpu") or os.environ.get("SGLANG_SIM_GPU")
-        return (asked or find_gpu().name,)
+    def _preflight_gpus(self) -> tuple[str, ...]:
+        return self._gpus.names
 
     # Around each test -----------------------------------------------------------------------------------------
 
@@ -203,8 +202,9 @@ class PerfSession:
         """The variant's run with its server up; raises VariantUnavailable with the report when it cannot be."""
         run = self._run(name)
         if run.preflight_errors:
+            errors = wrap_lines([f"  {error}" for error in run.preflight_errors])
             raise VariantUnavailable(f"sglang-perf: variant {name!r} failed the pre-flight check; no server was "
-                                     "started:\n  " + "\n  ".join(run.preflight_errors))
+                                     "started:\n" + "\n".join(errors))
         try:
             self._boot(run)
         except BootError as exc:
@@ -216,19 +216,16 @@ class PerfSession:
         if run.boot_error is not None:
             raise run.boot_error
         if run.process is None:
-            log_path = self._logs() / f"{run.name}.log"
+            log_path = self.logs.folder() / f"{run.name}.log"
             try:
-                run.process, run.server = boot_server(run.plan, log_path, self.settings.startup_timeout, self._say)
+                run.process, run.server = boot_server(run.plan, log_path, self.settings.startup_timeout,
+                                                      self.live.boot_progress(run.name),
+                                                      stop_grace=self.settings.stop_grace)
             except BootError as exc:
                 run.boot_error = exc
                 raise
         if run.config is None:
             self._inspect(run)
-
-    def _logs(self) -> Path:
-        if self._log_dir is None:
-            self._log_dir = Path(tempfile.mkdtemp(prefix="sglang-perf-logs-"))
-        return self._log_dir
 
     def _inspect(self, run: VariantRun) -> None:
         """Read what the new server really runs, compare it with what was asked and say so."""
@@ -237,8 +234,7 @@ class PerfSession:
         assert run.server is not None
         earlier = [other.config for other in self.runs.values() if other.config is not None]
         run.config, run.startup = inspect_server(run.name, run.plan, run.server, self._parser, earlier)
-        for line in config_lines(run.config):
-            self._say(f"[{run.name}] {line}")
+        self.live.booted(run)
 
     def _boot_report(self, error: BootError) -> str:
         """The failed boot's report, plus hints for the SGLang failures it matches."""
@@ -247,7 +243,7 @@ class PerfSession:
 
     def _stop(self, run: VariantRun) -> None:
         if run.process is not None:
-            stop_server(run.process, self._say)
+            stop_server(run.process, self.live.detail)
             run.process = None
 
     def strict_failure(self, name: str) -> str | None:
@@ -277,7 +273,8 @@ class PerfSession:
         return measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
                        boot_seconds=run.server.boot_seconds, simulated=self.options.simulate,
                        api_key=run.server.plan.api_key, timeout=self.settings.request.timeout,
-                       startup=run.startup, decided=decided)
+                       startup=run.startup, decided=decided,
+                       flush_key=flag_value(run.plan.command, "--admin-api-key"))
 
     def place(self, name: str, params: RequestParams) -> CellPlace:
         """The cell's baseline file key and identity (request, server args as resolved, model, GPUs used)."""
@@ -341,22 +338,6 @@ class PerfSession:
 
     # Reports --------------------------------------------------------------------------------------------------
 
-    def server_lines(self, run: VariantRun) -> list[str]:
-        """What the variant's server ran and what its boot cost, for a failing test's report."""
-        if run.config is None:
-            return []
-        lines = [f"server: {line.strip()}" if i == 0 else line for i, line in enumerate(config_lines(run.config))]
-        if run.startup is not None:
-            boot_seconds = None if run.server is None else run.server.boot_seconds
-            lines.append(f"  startup: {startup_text(run.startup, boot_seconds)}")
-        return lines
-
-    def summary(self) -> list[str]:
-        """The summary's cells section: a table per variant, the counts and the refresh hint."""
-        from pytest_sglang_perf.gate.terminal import summary_lines
-
-        return summary_lines(self.cells)
-
     def nothing_measured(self) -> str | None:
         """The closing line of a run whose perf tests all skipped because they cannot run here: never a silent
         green."""
@@ -376,10 +357,10 @@ class PerfSession:
         self.stop_all()
         if self.options.results_path is not None:
             from pytest_sglang_perf.gate.results_file import write_results
-            from pytest_sglang_perf.server_views import server_records
+            from pytest_sglang_perf.server_views import errored_variants, server_records
 
             write_results(self.options.results_path, self.cells, self.results, self.environment.facts,
-                          server_records(self.runs.values()), self.confirmations)
+                          server_records(self.runs.values()), self.confirmations, errored_variants(self.runs.values()))
 
 
 def _git_commit(root: Path) -> str | None:

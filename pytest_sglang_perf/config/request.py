@@ -13,6 +13,7 @@ from pytest_sglang_perf.config.reader import (
     whole_number,
 )
 from pytest_sglang_perf.config.units import parse_duration
+from pytest_sglang_perf.measurement.prefix_cache import COLD, PrefixCache, prefix_cache_mode
 
 AUTO = "auto"
 """`request.repeats = "auto"` (and `measure(repeats="auto")`): the adaptive plan."""
@@ -33,6 +34,8 @@ class RequestDefaults:
     """`repeats = "auto"`: keep measuring until the verdict is decided, up to `max_repeats` requests."""
     max_repeats: int = 15
     ignore_eos: bool = True
+    prefix_cache: PrefixCache = COLD
+    """"cold": every request prefills its whole prompt (/flush_cache before each); "warm": the cached case."""
 
 
 @dataclass(frozen=True)
@@ -47,7 +50,8 @@ def parse_request(reader: Reader, value: object) -> RequestDefaults:
     if value is None:
         return RequestDefaults()
     table = expect_table(value, reader.source, "request")
-    keys = {"max_tokens", "temperature", "repeats", "warmup", "seed", "timeout", "max_repeats", "ignore_eos"}
+    keys = {"max_tokens", "temperature", "repeats", "warmup", "seed", "timeout", "max_repeats", "ignore_eos",
+            "prefix_cache"}
     reader.check_keys(table, keys, "request.")
     base = RequestDefaults()
     p = "request."
@@ -63,6 +67,7 @@ def parse_request(reader: Reader, value: object) -> RequestDefaults:
         adaptive=not isinstance(repeats, int),
         max_repeats=reader.get(table, "max_repeats", _max_repeats, default=base.max_repeats, prefix=p),
         ignore_eos=reader.get(table, "ignore_eos", _bool, default=base.ignore_eos, prefix=p),
+        prefix_cache=reader.get(table, "prefix_cache", prefix_cache_mode, default=base.prefix_cache, prefix=p),
     )
 
 

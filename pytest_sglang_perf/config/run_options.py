@@ -26,3 +26,9 @@ class RunOptions:
     """`inconclusive` cells fail instead of passing with a warning line."""
     boots: int = 1
     """Recording baselines: server boots per variant (the gate then knows the boot-to-boot spread)."""
+    verbosity: int = 0
+    """pytest's verbosity: below 0 (-q) terse, 0 one line per boot, 1 and more (-v) every boot step live."""
+    heartbeat: float = 15.0
+    """Seconds of terminal silence during a boot before a "still booting" line (0: none)."""
+    log_root: Path | None = None
+    """Where run folders of server logs go when no log_dir is set (pytest's cache dir); None: a temp dir."""

@@ -18,12 +18,14 @@ from typing import Any, TypeVar
 from pytest_sglang_perf.config.reader import ConfigError as ConfigError  # re-exported: callers import it from here
 from pytest_sglang_perf.config.reader import Reader, expect_table, string
 from pytest_sglang_perf.config.request import GateSettings, RequestDefaults, parse_gate, parse_request
-from pytest_sglang_perf.config.units import parse_duration, parse_percent
+from pytest_sglang_perf.config.units import parse_duration, parse_grace, parse_percent
 from pytest_sglang_perf.measurement.metrics import METRICS
 
 T = TypeVar("T")
 
 DEFAULT_STARTUP_TIMEOUT = 1800.0
+DEFAULT_STOP_GRACE = 5.0
+"""Seconds a stopping server gets after SIGTERM before SIGKILL (short: a CI job's cancel window is short)."""
 _VARIANT_NAME = re.compile(r"^[A-Za-z0-9_.]+$")
 _PLUGIN_OWNED_FLAGS = {
     "--host": "the plugin binds every server to 127.0.0.1",
@@ -33,7 +35,7 @@ _PLUGIN_OWNED_FLAGS = {
 }
 _TOP_KEYS = {
     "model", "args", "variants", "tolerance", "startup_timeout", "server_command", "request",
-    "baseline_dir", "env", "simulate", "log_dir", "gate",
+    "baseline_dir", "env", "simulate", "log_dir", "gate", "stop_grace",
 }
 
 
@@ -64,6 +66,7 @@ class Settings:
     variants: tuple[Variant, ...] = (Variant("default"),)
     tolerances: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
     startup_timeout: float = DEFAULT_STARTUP_TIMEOUT
+    stop_grace: float = DEFAULT_STOP_GRACE
     server_command: tuple[str, ...] | None = None
     request: RequestDefaults = field(default_factory=RequestDefaults)
     gate: GateSettings = field(default_factory=GateSettings)
@@ -111,6 +114,15 @@ def find_config(rootdir: Path, explicit: Path | None) -> tuple[Path, Mapping[str
 
 
 _PYPROJECT = "pyproject.toml [tool.sglang_perf]"
+_NESTED = " [tool.sglang_perf]"
+
+
+def table_location(source: str, table: str) -> str:
+    """Sub-table `table` as the user's file spells its header, and the file: "[tool.sglang_perf.simulate] in
+    pyproject.toml" (any file with a [tool.sglang_perf] table), "[simulate] in sglang-perf.toml"."""
+    if source.endswith(_NESTED):
+        return f"[tool.sglang_perf.{table}] in {source.removesuffix(_NESTED)}"
+    return f"[{table}] in {source}"
 
 
 def _read_explicit(path: Path) -> tuple[Path, Mapping[str, Any], str]:
@@ -173,6 +185,7 @@ def parse_settings(table: Mapping[str, Any], *, source: str, root: Path) -> Sett
         variants=_variants(reader, table.get("variants")),
         tolerances=_tolerances(reader, table.get("tolerance")),
         startup_timeout=reader.get(table, "startup_timeout", parse_duration, default=DEFAULT_STARTUP_TIMEOUT),
+        stop_grace=reader.get(table, "stop_grace", parse_grace, default=DEFAULT_STOP_GRACE),
         server_command=reader.get(table, "server_command", _command, default=None),
         request=parse_request(reader, table.get("request")),
         gate=parse_gate(reader, table.get("gate")),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 
 _DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
@@ -9,19 +10,30 @@ _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from a number (seconds) or a string like '30m', '90s', '1h30m', '2.5m'."""
-    if isinstance(value, bool):
-        raise ValueError("expected a duration like '30m' or a number of seconds, not true/false")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str) and (match := _DURATION.match(value)) and any(match.groups()):
-        h, m, s = (float(g) if g else 0.0 for g in match.groups())
-        seconds = h * 3600 + m * 60 + s
-    else:
-        raise ValueError(f"expected a duration like '30m', '90s' or '1h30m', got {value!r}")
+    """Seconds from a number (seconds) or a string like '30m', '90s', '1h30m', '2.5m'; must be positive."""
+    seconds = _seconds(value)
     if seconds <= 0:
         raise ValueError(f"a duration must be positive, got {value!r}")
     return seconds
+
+
+def parse_grace(value: object) -> float:
+    """Seconds of a grace period, as parse_duration, zero allowed ('0s': no grace, SIGKILL at once)."""
+    seconds = _seconds(value)
+    if not 0 <= seconds < math.inf:
+        raise ValueError(f"a grace period must be 0 or more seconds, got {value!r}; write e.g. '5s', or 0 for none")
+    return seconds
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, bool):
+        raise ValueError("expected a duration like '30m' or a number of seconds, not true/false")
+    if isinstance(value, int | float):
+        return float(value)
+    if isinstance(value, str) and (match := _DURATION.match(value)) and any(match.groups()):
+        h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        return h * 3600 + m * 60 + s
+    raise ValueError(f"expected a duration like '30m', '90s' or '1h30m', got {value!r}")
 
 
 def parse_percent(value: object) -> float:

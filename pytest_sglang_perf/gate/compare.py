@@ -70,8 +70,8 @@ class MetricCheck:
     unit: str
     baseline: float | None
     """Baseline median; None when there is no comparable baseline (a NEW or STALE metric)."""
-    measured: float
-    """Measured median."""
+    measured: float | None
+    """Measured median; None when no measured sample defined the metric (see `note`)."""
     change: float | None
     """Relative change of the medians (measured - baseline) / baseline; None without a baseline or when it is 0."""
     allowed: float
@@ -85,6 +85,8 @@ class MetricCheck:
     """"welch" or "boots" (gate/statistics.py), None when the practical rule alone decided."""
     n: int = 0
     """How many measured values the check used."""
+    note: str | None = None
+    """Samples that could not define the metric ("tpot: 4/5 samples (1 arrived in one read)"), shown with it."""
 
     @property
     def underpowered(self) -> bool:
@@ -198,16 +200,27 @@ def check_all(
     tolerances: Mapping[str, float],
     policy: GatePolicy = GatePolicy(),
 ) -> tuple[MetricCheck, ...]:
-    """Check every measured metric, in METRICS order; metrics only in the baseline are ignored.
+    """Check every measured metric, and every metric the baseline has, in METRICS order.
 
     `baseline` None: no comparable baseline, every check is NEW. A metric missing from `tolerances` uses its
-    default tolerance; a metric the baseline lacks is NEW.
+    default tolerance; a metric the baseline lacks is NEW; a metric the baseline has but no measured value defines
+    is INCONCLUSIVE (`not_measured`): the table shows it, never drops it.
     """
     for name in measured:
         metric(name)  # an unknown metric name is a programming error: fail with the list of known ones
-    return tuple(
-        check_metric(name, None if baseline is None else baseline.get(name), measured[name],
-                     tolerances.get(name, spec.default_tolerance), policy)
-        for name, spec in METRICS.items()
-        if measured.get(name)
-    )
+    checks: list[MetricCheck] = []
+    for name, spec in METRICS.items():
+        tolerance = tolerances.get(name, spec.default_tolerance)
+        reference = None if baseline is None else baseline.get(name)
+        if measured.get(name):
+            checks.append(check_metric(name, reference, measured[name], tolerance, policy))
+        elif reference:
+            checks.append(not_measured(name, reference, tolerance))
+    return tuple(checks)
+
+
+def not_measured(name: str, baseline: BootValues, tolerance: float) -> MetricCheck:
+    """A metric the baseline has and this run could not measure: not gated, so not OK either."""
+    old = Summary.of([v for boot in baseline for v in boot]).median
+    return MetricCheck(name, metric(name).unit, old, None, None, tolerance, Verdict.INCONCLUSIVE,
+                       note=f"{name}: not measured in this run")

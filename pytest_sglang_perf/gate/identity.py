@@ -3,6 +3,9 @@ GPUs. A baseline is compared only when its identity equals the cell's; otherwise
 `differences()` names what changed ("max_tokens 512 -> 128", "--tp-size 1 -> 2").
 
 How often a request is sent (repeats, warmup) is not part of the identity: more samples measure the same thing.
+Whether the prefix cache was cold or warm is: a cache hit prefills one token instead of the prompt. Entries recorded
+before the mode was kept read `unknown`, never equal to a mode (those requests, after a warmup, were cache hits on
+SGLang but full prefills on the simulator), so such a cell is stale until its baseline is refreshed.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
+from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.result import RequestSettings
 
 
@@ -45,17 +49,20 @@ class CellIdentity:
     """The GPUs one server uses: `2x RTX A6000`, `cpu`."""
     args: Mapping[str, str] = field(default_factory=_no_args)
     """The options the server's command line sets, as SGLang's parser resolves them: `{"--tp-size": "2"}`."""
+    prefix_cache: str = COLD
+    """"cold" or "warm" (measurement/prefix_cache.py); "unknown" in entries recorded before it was kept."""
 
     @classmethod
     def of(cls, prompt_hash: str, request: RequestSettings, server: ServerIdentity) -> CellIdentity:
         return cls(prompt_hash, request.max_tokens, request.temperature, request.seed, request.ignore_eos,
-                   server.model, server.model_config, server.gpus, MappingProxyType(dict(server.args)))
+                   server.model, server.model_config, server.gpus, MappingProxyType(dict(server.args)),
+                   request.prefix_cache)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "prompt_hash": self.prompt_hash, "max_tokens": self.max_tokens, "temperature": self.temperature,
-            "seed": self.seed, "ignore_eos": self.ignore_eos, "model": self.model,
-            "model_config": self.model_config, "gpus": self.gpus, "args": dict(self.args),
+            "seed": self.seed, "ignore_eos": self.ignore_eos, "prefix_cache": self.prefix_cache,
+            "model": self.model, "model_config": self.model_config, "gpus": self.gpus, "args": dict(self.args),
         }
 
     @classmethod
@@ -70,6 +77,7 @@ class CellIdentity:
             ignore_eos=_typed(data, "ignore_eos", bool), model=_typed(data, "model", str),
             model_config=_typed(data, "model_config", str | None), gpus=_typed(data, "gpus", str),
             args=MappingProxyType(dict(args)),
+            prefix_cache=_typed(data, "prefix_cache", str) if "prefix_cache" in data else UNKNOWN,
         )
 
 
@@ -99,6 +107,8 @@ def differences(baseline: CellIdentity, current: CellIdentity,
         old, new = getattr(baseline, name), getattr(current, name)
         if old != new:
             out.append(f"{label} {_text(old)} -> {_text(new)}")
+    if baseline.prefix_cache != current.prefix_cache:
+        out.append(_prefix_cache_change(baseline.prefix_cache, current.prefix_cache))
     if baseline.model_config != current.model_config:
         out.append(f"model config.json {baseline.model_config or 'none'} -> {current.model_config or 'none'}")
     for option in sorted(set(baseline.args) | set(current.args)):
@@ -107,6 +117,14 @@ def differences(baseline: CellIdentity, current: CellIdentity,
         if old_value != new_value:
             out.append(f"{option} {_or_unset(old_value)} -> {_or_unset(new_value)}")
     return out
+
+
+def _prefix_cache_change(old: str, new: str) -> str:
+    change = f"prefix_cache {old} -> {new}"
+    if old == UNKNOWN:
+        return (change + " (recorded before the prefix cache was controlled: on SGLang those requests hit the cache "
+                "the warmup filled; refresh the baseline)")
+    return change
 
 
 def _text(value: object) -> str:

@@ -27,7 +27,7 @@ from pytest_sglang_perf.gate.identity import CellIdentity, differences
 from pytest_sglang_perf.gate.store import BaselineStore
 from pytest_sglang_perf.measurement.metrics import metric
 from pytest_sglang_perf.measurement.result import Result
-from pytest_sglang_perf.measurement.values import BOOT_METRICS
+from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_coverage, missing_coverage
 
 EARLY_STOP_SHARE = 1 / 3
 """The adaptive plan stops early on a change only at this share of the policy's alpha: every look at growing data
@@ -105,7 +105,7 @@ class Judge:
         found = self.comparable(test_id, result.variant, place)
         reference = None if found.entry is None else found.entry.boot_values()
         checks = check_all(result.values, reference, self._tolerances(result.values), self.policy)
-        return Cell(test_id, result.variant, checks, result.simulated, stale=found.stale)
+        return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale)
 
     def confirm(self, cell: Cell, again: Result, place: CellPlace) -> Cell:
         """A regressed cell re-measured on the same server: each regression holds only if the re-measure
@@ -143,9 +143,23 @@ def settled(name: str, values: Sequence[float], reference: BootValues | None, to
         return check.detectable is not None and check.detectable <= tolerance
     if check.verdict in (Verdict.REGRESSED, Verdict.IMPROVED):  # an early stop on a change needs stronger evidence
         return check.p_value is None or min(check.p_value, 1.0 - check.p_value) < policy.alpha * EARLY_STOP_SHARE
-    if check.baseline is not None and abs(check.measured - check.baseline) <= metric(name).abs_floor / 2:
+    measured, baseline = check.measured, check.baseline
+    if measured is not None and baseline is not None and abs(measured - baseline) <= metric(name).abs_floor / 2:
         return True
     return check.verdict is Verdict.OK and within_tolerance(name, reference, values, tolerance, policy)
+
+
+def with_coverage(checks: Sequence[MetricCheck], result: Result) -> tuple[MetricCheck, ...]:
+    """Each check with a note when some of the result's samples could not define its metric (none is dropped)."""
+    partial = metric_coverage(result.samples)
+    out = []
+    for check in checks:
+        if check.metric in partial:
+            check = replace(check, note=partial[check.metric].describe(check.metric))
+        elif check.measured is None and check.metric not in BOOT_METRICS:
+            check = replace(check, note=missing_coverage(result.samples, check.metric).describe(check.metric))
+        out.append(check)
+    return tuple(out)
 
 
 def confirmed(first: Sequence[MetricCheck], second: Sequence[MetricCheck]) -> tuple[MetricCheck, ...]:

@@ -4,7 +4,8 @@ The file is written atomically (temporary file + rename) with the same stable JS
 A cell's `verdict` is its most severe one: regressed > inconclusive > stale > new > improved > updated > ok,
 except that a cell recorded with --sglang-update-baselines is `updated` and a cell whose baseline is not comparable
 is `stale` (see compare.Cell.verdict); `stale` lists what changed, `confirmation` holds the re-measure of a cell
-whose regression was re-measured (its checks and samples). Values that are
+whose regression was re-measured (its checks and samples). `errored` lists the variants whose tests measured
+nothing because their server never ran (pre-flight or boot failure, see errored.py). Values that are
 not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
 """
 
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck
+from pytest_sglang_perf.gate.errored import ErroredVariant
 from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json
 from pytest_sglang_perf.measurement.result import Result
 
@@ -30,6 +32,7 @@ def write_results(
     environment: Mapping[str, Any],
     servers: Mapping[str, Mapping[str, Any]] | None = None,
     confirmations: Mapping[tuple[str, str], Result] | None = None,
+    errored: Sequence[ErroredVariant] = (),
 ) -> None:
     """Write the session's results to `path` (its directory is created if needed).
 
@@ -43,6 +46,7 @@ def write_results(
         "servers": {name: dict(record) for name, record in (servers or {}).items()},
         "cells": [_cell(c, results.get((c.test_id, c.variant)), (confirmations or {}).get((c.test_id, c.variant)))
                   for c in cells],
+        "errored": [e.to_dict() for e in errored],
     }
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -72,6 +76,7 @@ def _check(check: MetricCheck) -> dict[str, Any]:
         "baseline": check.baseline, "measured": check.measured, "change": check.change,
         "allowed": check.allowed, "verdict": check.verdict.value, "unit": check.unit,
         "p_value": check.p_value, "detectable": check.detectable, "method": check.method, "n": check.n,
+        "note": check.note,
     }
 
 

@@ -8,9 +8,12 @@ recorded, the software `environment` at that time, and (optional, null in older 
 what makes a later cell comparable) and its `boots` (samples per server boot, with each boot's costs).
 
 A bad file (invalid JSON, another schema, a malformed entry) raises BaselineFileError naming the file,
-the problem and the fix; it is never rewritten. Writes hold a file lock (kept in the temporary
-directory, so nothing but the JSON files lands in the baseline directory), re-read the file, merge the
-new entries into it and replace it atomically, so parallel workers never lose each other's entries.
+the problem and the fix; it is never rewritten. A session reads every file of its directory before any server
+starts (`check_baseline_dir`), so a broken store stops it there, once, not after each cell was measured.
+
+Writes hold a file lock (kept in the temporary directory, so nothing but the JSON files lands in the baseline
+directory), re-read the file, merge the new entries into it and replace it atomically, so parallel workers never
+lose each other's entries.
 
 Output is stable: keys sorted, 2-space indent, a trailing newline, and floats written with Python's
 repr, the shortest text that reads back as exactly the same float. Values are never rounded, so a
@@ -28,6 +31,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
+from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError, EntryKey
 from pytest_sglang_perf.gate.baseline_parse import load_entries
 from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json, lock_path
@@ -77,6 +81,26 @@ class BaselineStore:
             atomic_write(self.path, render(self.environment_key, environment, merged.values()))
         self._cache = MappingProxyType(merged)
         return self.path
+
+
+class BrokenBaselines(SGLangPerfError):
+    """Baseline files a session cannot gate against: the message names each file, its problem and the fix."""
+
+
+def check_baseline_dir(directory: Path) -> None:
+    """Read every baseline file in `directory` (all of them: a cell of another GPU count reads its siblings); raises
+    BrokenBaselines naming each file that cannot be used."""
+    problems = []
+    for path in sorted(Path(directory).glob("*.json")):
+        try:
+            load_entries(path, path.stem)
+        except BaselineFileError as exc:
+            problems.append(str(exc))
+    if len(problems) == 1:
+        raise BrokenBaselines(f"sglang-perf: {problems[0]}. No server was started.")
+    if problems:
+        raise BrokenBaselines(f"sglang-perf: {len(problems)} baseline files cannot be used; no server was started:\n  "
+                              + "\n  ".join(problems))
 
 
 def environment_key_slug(parts: Iterable[str]) -> str:

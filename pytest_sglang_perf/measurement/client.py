@@ -13,7 +13,7 @@ import concurrent.futures
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from time import perf_counter
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import aiohttp
 import orjson
@@ -21,9 +21,12 @@ import orjson
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.measurement.samples import Sample
 
+if TYPE_CHECKING:
+    from pytest_sglang_perf.measurement.cache_flush import CacheFlush
+
 _T = TypeVar("_T")
 _CHAT_PATH = "/v1/chat/completions"
-_ERROR_BODY_LIMIT = 65536
+ERROR_BODY_LIMIT = 65536
 _REASON_TEXT_LIMIT = 300
 _STATUS_HINTS: Mapping[int, str] = {
     401: "the server was started with --api-key: pass the same key as api_key",
@@ -45,6 +48,8 @@ class ChatRequest:
     ignore_eos: bool = True
     spec_details: bool = True
     """Sends `return_spec_tokens_details` so the server reports per-request speculative statistics."""
+    cache_details: bool = True
+    """Sends `return_cached_tokens_details` so the server reports the request's prefix-cache hits."""
     timeout: float = 600.0
     """Whole-request timeout, seconds."""
 
@@ -62,6 +67,8 @@ class ChatRequest:
         }
         if self.spec_details:
             body["return_spec_tokens_details"] = True
+        if self.cache_details:
+            body["return_cached_tokens_details"] = True
         return body
 
 
@@ -93,7 +100,7 @@ class StreamAccumulator:
     reasoning parser SGLang streams the thinking part as `reasoning_content`; those are tokens too).
     """
 
-    __slots__ = ("done", "finish_reason", "parts", "spec", "times", "usage")
+    __slots__ = ("cached", "done", "finish_reason", "parts", "spec", "times", "usage")
 
     def __init__(self) -> None:
         self.times: list[float] = []
@@ -103,6 +110,8 @@ class StreamAccumulator:
         """(completion_tokens, prompt_tokens) from the usage chunk."""
         self.spec: tuple[int, float] | None = None
         """(spec_verify_ct, spec_accept_length) from `sglext.spec_tokens_details`."""
+        self.cached: int | None = None
+        """Prompt tokens from the prefix cache, the most either report said (see add_sglext, add_usage)."""
         self.done = False
 
     def feed_event(self, event: bytes, t: float) -> None:
@@ -116,7 +125,7 @@ class StreamAccumulator:
         try:
             obj = orjson.loads(payload)
         except orjson.JSONDecodeError:
-            raise RequestFailed(f"server sent an event that is not JSON: {_clip(payload.decode(errors='replace'))}",
+            raise RequestFailed(f"server sent an event that is not JSON: {clip_line(payload.decode(errors='replace'))}",
                                 body=payload.decode(errors="replace")) from None
         self.feed_object(obj, t)
 
@@ -135,10 +144,29 @@ class StreamAccumulator:
                                 body=orjson.dumps(obj).decode())
         usage = obj.get("usage")
         if usage:
-            self.usage = (int(usage.get("completion_tokens") or 0), int(usage.get("prompt_tokens") or 0))
+            self.add_usage(usage)
         sglext = obj.get("sglext")
-        if sglext and sglext.get("spec_tokens_details"):
+        if sglext:
+            self.add_sglext(sglext)
+
+    def add_usage(self, usage: Mapping[str, Any]) -> None:
+        """The usage chunk; its `prompt_tokens_details.cached_tokens` is there with `--enable-cache-report`."""
+        self.usage = (int(usage.get("completion_tokens") or 0), int(usage.get("prompt_tokens") or 0))
+        details = usage.get("prompt_tokens_details")
+        if isinstance(details, Mapping) and details.get("cached_tokens") is not None:
+            self._note_cached(int(details["cached_tokens"]))
+
+    def add_sglext(self, sglext: Mapping[str, Any]) -> None:
+        """The `choices: []` sglext chunk: speculative statistics, and `cached_tokens_details`
+        (`{"device": X, "host": Y[, "storage": Z, "storage_backend": ...]}`), sent only after a cache hit."""
+        if sglext.get("spec_tokens_details"):
             self.add_spec(sglext["spec_tokens_details"])
+        details = sglext.get("cached_tokens_details")
+        if isinstance(details, Mapping):
+            self._note_cached(cached_tier_sum(details))
+
+    def _note_cached(self, count: int) -> None:
+        self.cached = count if self.cached is None else max(self.cached, count)
 
     def add_delta(self, content: str | None, reasoning: str | None, t: float) -> None:
         if content:
@@ -167,7 +195,14 @@ class StreamAccumulator:
         if n == 0:
             raise RequestFailed(f"server sent no content: usage says {completion} completion tokens but no chunk "
                                 "carried delta.content or delta.reasoning_content")
-        return self._build(completion, prompt)
+        return self._build(completion, prompt, self._cached(request))
+
+    def _cached(self, request: ChatRequest) -> int | None:
+        """No report of a request that asked for `cached_tokens_details` means no hit (SGLang sends the field only
+        after one); without asking and without `--enable-cache-report`, unknown."""
+        if self.cached is None and request.cache_details:
+            return 0
+        return self.cached
 
     def _length_failure(self, asked: int, got: int) -> RequestFailed:
         seen = f"asked {asked}, got {got} (finish_reason={self.finish_reason})"
@@ -176,15 +211,21 @@ class StreamAccumulator:
                                  "server stopped it early (context length? abort?) or ignored ignore_eos")
         return RequestFailed(f"long: {seen}; the server generated more than max_tokens")
 
-    def _build(self, completion: int, prompt: int) -> StreamRecord:
+    def _build(self, completion: int, prompt: int, cached: int | None) -> StreamRecord:
         times = self.times
         verify_ct, accept_length = self.spec if self.spec is not None else (None, None)
         sample = Sample(
             ttft=times[0], e2e=times[-1], decode_time=times[-1] - times[0],
             completion_tokens=completion, prompt_tokens=prompt, chunks=len(times),
-            spec_verify_ct=verify_ct, spec_accept_length=accept_length,
+            spec_verify_ct=verify_ct, spec_accept_length=accept_length, cached_tokens=cached,
         )
         return StreamRecord(sample, tuple(times), "".join(self.parts), self.finish_reason)
+
+
+def cached_tier_sum(details: Mapping[str, Any]) -> int:
+    """The cached tokens of every tier of a `cached_tokens_details` object (device, host and storage)."""
+    return sum(int(value) for key, value in details.items()
+               if key != "storage_backend" and isinstance(value, int) and not isinstance(value, bool))
 
 
 def _data_field(event: bytes) -> bytes | None:
@@ -193,7 +234,8 @@ def _data_field(event: bytes) -> bytes | None:
     return b"\n".join(lines) if lines else None
 
 
-def _clip(text: str) -> str:
+def clip_line(text: str) -> str:
+    """`text` on one line, cut at _REASON_TEXT_LIMIT characters."""
     line = " ".join(text.split())
     return line if len(line) <= _REASON_TEXT_LIMIT else line[:_REASON_TEXT_LIMIT] + "..."
 
@@ -205,15 +247,15 @@ def _error_message(obj: Any) -> str:
             if isinstance(value, dict):
                 return _error_message(value)
             if value:
-                return _clip(str(value))
-    return _clip(str(obj))
+                return clip_line(str(value))
+    return clip_line(str(obj))
 
 
 def _body_message(text: str) -> str:
     try:
         return _error_message(orjson.loads(text))
     except orjson.JSONDecodeError:
-        return _clip(text) or "(empty body)"
+        return clip_line(text) or "(empty body)"
 
 
 def status_failure(status: int, url: str, body: str) -> RequestFailed:
@@ -252,11 +294,11 @@ async def _read_stream(response: aiohttp.ClientResponse, acc: StreamAccumulator,
 
 
 async def _answer_failure(response: aiohttp.ClientResponse, url: str) -> RequestFailed:
-    text = (await response.content.read(_ERROR_BODY_LIMIT)).decode(errors="replace")
+    text = (await response.content.read(ERROR_BODY_LIMIT)).decode(errors="replace")
     if response.status != 200:
         return status_failure(response.status, url, text)
     return RequestFailed(f"expected a text/event-stream answer from POST {url}, got {response.content_type}: "
-                         f"{_clip(text)} (does the server support stream=true?)", status=200, body=text)
+                         f"{clip_line(text)} (does the server support stream=true?)", status=200, body=text)
 
 
 async def _send(session: aiohttp.ClientSession, url: str, body: bytes, request: ChatRequest) -> StreamRecord:
@@ -283,16 +325,22 @@ def _headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-async def _run_all(url: str, request: ChatRequest, count: int, warmup: int,
-                   api_key: str | None) -> list[StreamRecord]:
+async def _run_all(base_url: str, request: ChatRequest, count: int, warmup: int, api_key: str | None,
+                   flush: CacheFlush | None) -> list[StreamRecord]:
+    url = base_url.rstrip("/") + _CHAT_PATH
     body = orjson.dumps(request.body())
     timeout = aiohttp.ClientTimeout(total=request.timeout)
     connector = aiohttp.TCPConnector(limit=1)
+    records: list[StreamRecord] = []
     async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=_headers(api_key),
                                      auto_decompress=False) as session:
-        for _ in range(warmup):
-            await _send(session, url, body, request)
-        return [await _send(session, url, body, request) for _ in range(count)]
+        for index in range(warmup + count):
+            if flush is not None:
+                await flush.run(session, base_url)
+            record = await _send(session, url, body, request)
+            if index >= warmup:
+                records.append(record)
+    return records
 
 
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
@@ -322,11 +370,11 @@ def _run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
         return pool.submit(_run_in_new_loop, make).result()
 
 
-def run_requests(base_url: str, request: ChatRequest, *, count: int, warmup: int,
-                 api_key: str | None = None) -> list[StreamRecord]:
+def run_requests(base_url: str, request: ChatRequest, *, count: int, warmup: int, api_key: str | None = None,
+                 flush: CacheFlush | None = None) -> list[StreamRecord]:
     """Send `warmup` + `count` identical streamed requests one after another over one kept-alive
-    connection; return the last `count` records. Raises RequestFailed on the first bad request."""
+    connection; return the last `count` records. With `flush`, POST /flush_cache (untimed) before each request.
+    Raises RequestFailed on the first bad request (CacheFlushFailed on a failed flush)."""
     if count < 1 or warmup < 0:
         raise ValueError(f"run_requests needs count >= 1 and warmup >= 0, got count={count} warmup={warmup}")
-    url = base_url.rstrip("/") + _CHAT_PATH
-    return _run_sync(lambda: _run_all(url, request, count, warmup, api_key))
+    return _run_sync(lambda: _run_all(base_url, request, count, warmup, api_key, flush))

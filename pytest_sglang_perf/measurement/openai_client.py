@@ -54,10 +54,10 @@ def _feed_chunk(acc: StreamAccumulator, chunk: ChatCompletionChunk, t: float) ->
         if choice.finish_reason:
             acc.finish_reason = choice.finish_reason
     if chunk.usage is not None:
-        acc.usage = (chunk.usage.completion_tokens, chunk.usage.prompt_tokens)
+        acc.add_usage(chunk.usage.model_dump())
     sglext = (chunk.model_extra or {}).get("sglext")
-    if sglext and sglext.get("spec_tokens_details"):
-        acc.add_spec(sglext["spec_tokens_details"])
+    if sglext:
+        acc.add_sglext(sglext)
 
 
 def _create_stream(client: openai.OpenAI, request: ChatRequest) -> Any:

@@ -6,6 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.server.startup import StartupFacts
@@ -22,11 +23,14 @@ class RequestSettings:
     warmup: int
     ignore_eos: bool = True
     """SGLang's `ignore_eos`: every request yields exactly max_tokens tokens."""
+    prefix_cache: str = COLD
+    """"cold" or "warm" (measurement/prefix_cache.py); "unknown" in files written before it was kept."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
             "repeats": self.repeats, "warmup": self.warmup, "ignore_eos": self.ignore_eos,
+            "prefix_cache": self.prefix_cache,
         }
 
     @classmethod
@@ -36,9 +40,12 @@ class RequestSettings:
         ignore_eos = data.get("ignore_eos", True)
         if not isinstance(ignore_eos, bool):
             raise TypeError(f"expected true or false for ignore_eos, found {ignore_eos!r}")
+        prefix_cache = data.get("prefix_cache", UNKNOWN)
+        if not isinstance(prefix_cache, str):
+            raise TypeError(f"expected a text for prefix_cache, found {prefix_cache!r}")
         return cls(max_tokens=_int(data["max_tokens"]), temperature=_number(data["temperature"]),
                    seed=_int(data["seed"]), repeats=_int(data["repeats"]), warmup=_int(data["warmup"]),
-                   ignore_eos=ignore_eos)
+                   ignore_eos=ignore_eos, prefix_cache=prefix_cache)
 
 
 def _int(value: Any) -> int:
@@ -68,11 +75,13 @@ class RequestParams:
     max_repeats: int | None = None
     """The adaptive plan (`repeats="auto"`): keep measuring, up to this many requests, until the verdict is
     decided; None for a fixed plan."""
+    prefix_cache: str = COLD
+    """"cold": /flush_cache before every request; "warm": none, the warmup fills the cache (prefix_cache.py)."""
 
     @property
     def settings(self) -> RequestSettings:
         return RequestSettings(self.max_tokens, self.temperature, self.seed, self.repeats, self.warmup,
-                               self.ignore_eos)
+                               self.ignore_eos, self.prefix_cache)
 
     def to_dict(self) -> dict[str, Any]:
         return self.settings.to_dict()

@@ -24,6 +24,9 @@ class Sample:
     spec_verify_ct: int | None = None
     spec_accept_length: float | None = None
     """`sglext.spec_tokens_details.spec_accept_length` as the server reported it."""
+    cached_tokens: int | None = None
+    """Prompt tokens the server read from its prefix cache (client.py: `sglext.cached_tokens_details` or
+    `usage.prompt_tokens_details`); None where unknown (samples recorded before it was kept)."""
 
     def metrics(self) -> dict[str, float]:
         """The gated per-request metrics (see metrics.METRICS), accept_length only with spec stats."""
@@ -47,6 +50,8 @@ class Sample:
         if self.spec_verify_ct is not None:
             data["spec_verify_ct"] = self.spec_verify_ct
             data["spec_accept_length"] = self.spec_accept_length
+        if self.cached_tokens is not None:
+            data["cached_tokens"] = self.cached_tokens
         return data
 
     @classmethod
@@ -58,4 +63,5 @@ class Sample:
             spec_verify_ct=None if data.get("spec_verify_ct") is None else int(data["spec_verify_ct"]),
             spec_accept_length=None if data.get("spec_accept_length") is None
             else float(data["spec_accept_length"]),
+            cached_tokens=None if data.get("cached_tokens") is None else int(data["cached_tokens"]),
         )

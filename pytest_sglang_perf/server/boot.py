@@ -1,7 +1,7 @@
 """Booting one variant's server with live progress, and what a test sees of it once it runs.
 
 Plain Python (no pytest). The session decides when a variant boots and stops (session.py); this module starts
-the process (launcher.py), reports its progress lines and stops it.
+the process (launcher.py), hands its progress to a BootProgress (progress.py: what the terminal shows) and stops it.
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_sglang_perf.config.settings import DEFAULT_STOP_GRACE
 from pytest_sglang_perf.server.launcher import BootError, LaunchSpec, ServerProcess
-from pytest_sglang_perf.server.logscan import ProgressEvent
 from pytest_sglang_perf.server.plan import ServerPlan
+from pytest_sglang_perf.server.progress import BootProgress
 
 
 @dataclass(frozen=True)
@@ -29,30 +30,20 @@ class RunningServer:
     """This boot's log so far, secrets redacted (launcher.ServerProcess.attempt_log_text)."""
 
 
-def boot_server(plan: ServerPlan, log_path: Path, startup_timeout: float,
-                say: Callable[[str], None]) -> tuple[ServerProcess, RunningServer]:
+def boot_server(plan: ServerPlan, log_path: Path, startup_timeout: float, progress: BootProgress, *,
+                stop_grace: float = DEFAULT_STOP_GRACE) -> tuple[ServerProcess, RunningServer]:
     """Start the variant's server and wait until it is ready; raises BootError (after saying so) if it fails."""
-    name = plan.variant.name
-    spec = LaunchSpec(name=name, command=plan.command, log_path=log_path, startup_timeout=startup_timeout,
-                      env=plan.env, api_key=plan.api_key)
-    server = ServerProcess(spec, on_progress=lambda event: _progress(say, name, server, event))
+    spec = LaunchSpec(name=plan.variant.name, command=plan.command, log_path=log_path,
+                      startup_timeout=startup_timeout, env=plan.env, api_key=plan.api_key, stop_grace=stop_grace)
+    server = ServerProcess(spec, on_progress=lambda event: progress.step(event, server.command_line, log_path))
     try:
-        server.start()
+        with progress:
+            server.start()
     except BootError as exc:
-        say(f"[{name}] boot FAILED: {exc.reason}")
+        progress.failed(exc.reason)
         raise
     return server, RunningServer(plan, server.base_url, server.boot_seconds, server.pid, log_path,
                                  server.exit_description, server.attempt_log_text)
-
-
-def _progress(say: Callable[[str], None], name: str, server: ServerProcess, event: ProgressEvent) -> None:
-    if event.phase == "launched":
-        say(f"[{name}] booting ({event.message}): {server.command_line}")
-        say(f"[{name}] log: {server.spec.log_path}")
-    elif event.phase == "ready":
-        say(f"[{name}] {event.message}")
-    else:
-        say(f"[{name}] {event.message} ({event.elapsed:.1f} s)")
 
 
 def stop_server(server: ServerProcess, say: Callable[[str], None]) -> None:

@@ -2,12 +2,25 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import textwrap
+from collections.abc import Mapping, Sequence
 
 from pytest_sglang_perf.server.effective import EffectiveConfig, Status
 from pytest_sglang_perf.server.startup import GraphUse, StartupFacts
 
 WARNING = "WARNING"
+WIDTH = 120
+"""Lines about the servers are wrapped at this width."""
+
+
+def wrap_lines(lines: Sequence[str], width: int = WIDTH) -> list[str]:
+    """Each line wrapped at `width`; a continuation is indented two spaces deeper than its line."""
+    wrapped: list[str] = []
+    for line in lines:
+        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
+        wrapped.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                                     break_long_words=False) or [line])
+    return wrapped
 
 
 def verdict_line(config: EffectiveConfig) -> str:
@@ -26,6 +39,41 @@ def config_lines(config: EffectiveConfig) -> list[str]:
     lines += [f"  {WARNING}: {text}" for text in config.warnings]
     lines += [f"  note: {text}" for text in config.notes]
     return lines
+
+
+def config_brief(config: EffectiveConfig) -> str:
+    """The effective configuration in a few words, for the one-line boot summary: `config ok`, `config DIFFERS
+    (1 finding(s))`, `config NOT verified`, `config: measures nothing new`."""
+    if config.unavailable:
+        return "config NOT verified"
+    if config.problems:
+        return f"config DIFFERS ({len(config.problems)} finding(s))"
+    if config.duplicate:
+        return "config: measures nothing new"
+    notes = f", {len(config.notes)} note(s)" if config.notes else ""
+    return f"config ok{notes}"
+
+
+def ready_line(config: EffectiveConfig, facts: StartupFacts | None, boot_seconds: float, simulated: bool,
+               log_name: str) -> str:
+    """A booted server in one line: `ready in 61.5 s (SIMULATED; graphs 12.40 s; config ok; log default.log)`."""
+    parts = ["SIMULATED"] if simulated else []
+    if facts is not None and facts.graph_capture_seconds is not None:
+        parts.append(f"graphs {facts.graph_capture_seconds:.2f} s")
+    parts += [config_brief(config), f"log {log_name}"]
+    return f"ready in {boot_seconds:.1f} s ({'; '.join(parts)})"
+
+
+def failure_lines(config: EffectiveConfig, facts: StartupFacts | None, boot_seconds: float | None,
+                  log: str) -> list[str]:
+    """What a failing test's report says about its server: the verdict and its findings (they may explain the
+    numbers), the boot costs and the log; what ran in full is in the summary's servers section."""
+    lines = [f"server: {verdict_line(config)}"]
+    lines += [f"  {WARNING}: {text}" for text in config.warnings]
+    if facts is not None:
+        lines.append(f"  startup: {startup_text(facts, boot_seconds)}")
+    lines.append(f"  log: {log}")
+    return wrap_lines(lines)
 
 
 def startup_text(facts: StartupFacts, boot_seconds: float | None) -> str:
@@ -58,20 +106,25 @@ def graph_use_text(use: GraphUse) -> str:
 
 def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[str, StartupFacts],
                          boot_seconds: Mapping[str, float], simulated: bool,
-                         uses: Mapping[str, GraphUse] | None = None) -> list[str]:
+                         uses: Mapping[str, GraphUse] | None = None, *, brief: bool = False) -> list[str]:
     """The summary's servers section: per variant, the effective configuration, the startup costs and how
-    many batches really ran with a graph."""
+    many batches really ran with a graph. `brief` (pytest's default verbosity): a variant whose server ran as
+    requested gets its verdict line and its warnings; one whose server differs from the request, or could not be
+    verified, gets the full report (what ran is what the user must read then)."""
     tag = " (SIMULATED)" if simulated else ""
     lines: list[str] = []
     for name, config in configs.items():
         first, *rest = config_lines(config)
         lines.append(f"variant {name}{tag}: {first}")
+        if brief and not (config.problems or config.unavailable):  # the rest is the -v report
+            lines += [line for line in rest if line.startswith((f"  {WARNING}: ", "  note: "))]
+            continue
         lines += rest
         if name in facts:
             lines.append(f"  startup: {startup_text(facts[name], boot_seconds.get(name))}")
         if uses and name in uses:
             lines.append(f"  runtime: {graph_use_text(uses[name])}")
-    return lines
+    return wrap_lines(lines)
 
 
 def strict_failure(variant: str, config: EffectiveConfig) -> str:

@@ -328,18 +328,38 @@ def ran_lines(info: Mapping[str, Any], facts: StartupFacts) -> tuple[tuple[str, 
 
 
 def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
+    """The plan's backend only when the log shows the graph captured; otherwise what kept it from running.
+
+    `cuda_graph_config` is the plan: on CPU it still says `full` for decode although nothing is captured
+    (`decode_cuda_graph_bs` is empty), so the plan alone never makes a graph "full" here.
+    """
     backend = lookup(info, ["cuda_graph_config", phase, "backend"])
-    text = "not reported" if backend is _MISSING else str(backend)
     captured = facts.target_captures(phase)
     if captured:
         seconds = sum(c.seconds or 0.0 for c in captured)
         sizes = next((c.batch_sizes for c in captured if c.batch_sizes), None)
         detail = f", bs {sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)" if sizes else ""
-        text += f" (captured in {seconds:.2f} s{detail})"
-    elif phase == "prefill" and facts.prefill_graph_skipped:
-        reasons = facts.capture_fallbacks
-        text += f" (not captured: {reasons[-1]})" if reasons else " (not captured)"
-    return text
+        name = "not reported" if backend is _MISSING else str(backend)
+        return f"{name} (captured in {seconds:.2f} s{detail})"
+    if backend is _MISSING:
+        return "not reported"
+    if backend == "disabled":
+        if phase != "prefill" or not facts.prefill_graph_skipped:
+            return "disabled"
+        fallbacks = facts.capture_fallbacks
+        return f"disabled (not captured: {fallbacks[-1]})" if fallbacks else "disabled (not captured)"
+    return f"not captured ({_not_captured_because(info, facts, phase)}; planned {backend})"
+
+
+def _not_captured_because(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
+    device = info.get("device")
+    if isinstance(device, str) and device != "cuda":
+        return device
+    if phase == "prefill" and facts.capture_fallbacks:
+        return facts.capture_fallbacks[-1]
+    if info.get("disable_cuda_graph") is True:
+        return "--disable-cuda-graph"
+    return "no capture in the server log"
 
 
 # Variants that measure the same thing -------------------------------------------------------------------

@@ -17,7 +17,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import BinaryIO
 
+from pytest_sglang_perf.config.settings import DEFAULT_STOP_GRACE
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.server.logfeed import LogFeed, attempt_header, last_attempt
 from pytest_sglang_perf.server.logscan import ProgressEvent, is_first_rank, progress_event
@@ -25,12 +27,13 @@ from pytest_sglang_perf.server.ports import free_port
 from pytest_sglang_perf.server.probe import http_status, listens_on, port_open
 from pytest_sglang_perf.server.process_tree import ProcessTree, exit_reason, kill, terminate
 from pytest_sglang_perf.server.redaction import redact_argv, redact_file, redact_text, secret_values
+from pytest_sglang_perf.server.startup import boot_failure_cause
+from pytest_sglang_perf.server.watchdog import Watchdog
 
 __all__ = ["BootError", "LaunchSpec", "ProgressEvent", "ServerProcess", "redact_argv", "redact_file"]
 
 _PORT_IN_USE = ("address already in use", "[errno 98]", "port is already in use")
 _PROBE_TIMEOUT = 5.0
-_FAILED_BOOT_GRACE = 10.0
 _STUCK: dict[str | None, str] = {
     None: "before the server logged any progress",
     "launched": "before the server logged any progress",
@@ -62,6 +65,8 @@ class LaunchSpec:
     api_key: str | None = None
     """Bearer token for the probes; redacted wherever a command or log tail is shown."""
     poll_interval: float = 0.2
+    stop_grace: float = DEFAULT_STOP_GRACE
+    """Seconds between SIGTERM and SIGKILL when the server is stopped, by stop() or by its watchdog."""
 
     def __post_init__(self) -> None:
         if not self.command:
@@ -71,6 +76,8 @@ class LaunchSpec:
                 f"server {self.name!r}: startup_timeout ({self.startup_timeout}) and poll_interval "
                 f"({self.poll_interval}) must be positive seconds"
             )
+        if self.stop_grace < 0:
+            raise ValueError(f"server {self.name!r}: stop_grace ({self.stop_grace}) must be 0 or more seconds")
 
     def argv(self, port: int) -> tuple[str, ...]:
         return (*self.command, "--host", self.host, "--port", str(port))
@@ -94,8 +101,10 @@ class BootError(SGLangPerfError):
 
     def report(self) -> str:
         exit_code = "none (the process had not exited on its own)" if self.exit_code is None else self.exit_code
+        cause = boot_failure_cause(self.log_tail)
         lines = [
             str(self),
+            *([f"  cause:      {cause}"] if cause is not None else []),
             f"  command:    {self.command}",
             f"  exit code:  {exit_code}",
             f"  last phase: {self.phase or 'none recognised in the log'}",
@@ -113,7 +122,9 @@ class _PortInUse(Exception):
 
 
 class ServerProcess:
-    """One server: `start()` launches it and waits until it is ready, `stop()` ends its whole process tree."""
+    """One server: `start()` launches it and waits until it is ready, `stop()` ends its whole process tree.
+
+    Each launch has a watchdog (watchdog.py) that stops the tree if this process dies without calling stop()."""
 
     def __init__(self, spec: LaunchSpec, on_progress: Callable[[ProgressEvent], None] | None = None) -> None:
         self.spec = spec
@@ -121,6 +132,7 @@ class ServerProcess:
         self._secrets = secret_values(spec.command, spec.api_key)
         self._proc: subprocess.Popen[bytes] | None = None
         self._tree = ProcessTree()
+        self._watchdog: Watchdog | None = None
         self._feed: LogFeed | None = None
         self._port = 0
         self._launched_at = 0.0
@@ -202,23 +214,31 @@ class ServerProcess:
         try:
             self._boot(time.monotonic() + self.spec.startup_timeout)
         except BaseException:
-            self.stop(grace=_FAILED_BOOT_GRACE)
+            self.stop()
             raise
 
-    def stop(self, grace: float = 30.0) -> None:
-        """SIGTERM, wait up to `grace` seconds, SIGKILL what is left, wait until every process is gone.
-        Idempotent; never raises because a process is already gone."""
+    def stop(self, grace: float | None = None) -> None:
+        """SIGTERM, wait up to `grace` seconds (default: the spec's stop_grace), SIGKILL what is left, wait until
+        every process is gone, then release the watchdog. Idempotent; never raises because a process is already
+        gone. Interrupted before the end, it leaves the watchdog armed: it finishes the job once pytest exits."""
         proc = self._proc
         if proc is None or self._stopped:
+            self._release_watchdog()
             return
         self._tree.track()
         try:
-            terminate(proc, self._tree.descendants(), grace)
+            terminate(proc, self._tree.descendants(), self.spec.stop_grace if grace is None else grace)
         finally:
             self._tree.track()
             kill(proc, self._tree.descendants())
             self._stopped = True
+            self._release_watchdog()
             redact_file(self.spec.log_path, self._secrets)
+
+    def _release_watchdog(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.release()
+            self._watchdog = None
 
     def __enter__(self) -> ServerProcess:
         self.start()
@@ -236,7 +256,7 @@ class ServerProcess:
         try:
             self._wait_ready(deadline)
         except _PortInUse as first:
-            self.stop(grace=_FAILED_BOOT_GRACE)
+            self.stop()
             self._launch(f"relaunched (port {first.port} was already in use)")
             try:
                 self._wait_ready(deadline)
@@ -256,16 +276,29 @@ class ServerProcess:
             log_file.write(attempt_header(self.spec.name, self.command_line).encode())
             log_file.flush()
             self._feed = LogFeed(self.spec.log_path, log_file.tell())
+            self._watchdog = self._start_watchdog(log_file)
             try:
                 self._proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
-                    env={**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.env}, start_new_session=True,
+                    env={**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.env, **self._watchdog.env},
+                    start_new_session=True,
                 )
             except OSError as exc:
                 raise self.failure(f"could not launch {argv[0]!r}: {exc.strerror or exc}") from exc
+        self._watchdog.watch(self._proc.pid)
         self._launched_at = time.monotonic()
         self._tree.attach(self._proc.pid)
         self._report("launched", f"{what}: pid {self._proc.pid}, port {self._port}")
+
+    def _start_watchdog(self, log_file: BinaryIO) -> Watchdog:
+        """The watchdog that stops the server if pytest dies without stopping it (started first: it also finds a
+        server that pytest was launching as it died)."""
+        watchdog = Watchdog(self.spec.name, self.spec.stop_grace)
+        try:
+            watchdog.start(log_file)
+        except OSError as exc:
+            raise self.failure(f"could not start the server's watchdog: {exc.strerror or exc}") from exc
+        return watchdog
 
     def _reset_attempt(self, port: int) -> None:
         self._port = port

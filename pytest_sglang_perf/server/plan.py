@@ -7,7 +7,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_sglang_perf.config.settings import ConfigError, Settings, Variant
+from pytest_sglang_perf.config.settings import ConfigError, Settings, Variant, table_location
+from pytest_sglang_perf.sglang_facts.known_models import known_models_text, shipped_config
 from pytest_sglang_perf.sglang_facts.model_fields import ModelConfigFileError, read_model_config
 
 SGLANG_LAUNCHER = ("-m", "sglang.launch_server")
@@ -26,21 +27,24 @@ class ServerPlan:
     simulated: bool
     api_key: str | None
     uses_default_launcher: bool
+    model_config: Path | None = None
+    """The config.json the simulator reads for the model (server/fingerprint.py hashes it); None on a real run."""
 
 
 def plan_server(settings: Settings, variant: Variant, *, simulate: bool) -> ServerPlan:
     program = _program(settings, simulate)
-    model_path = _model_path(settings, simulate)
+    model = simulated_model(settings) if simulate else PlannedModel(settings.model, None)
     extra = settings.simulate.args if simulate else ()
     args = (*settings.args, *variant.args)
     return ServerPlan(
         variant=variant,
         args=args,
-        command=(*program, "--model-path", model_path, *args, *extra),
+        command=(*program, "--model-path", model.model_path, *args, *extra),
         env={**settings.env, **variant.env},
         simulated=simulate,
         api_key=flag_value(args, "--api-key"),
         uses_default_launcher=not simulate and settings.server_command is None,
+        model_config=model.config_file,
     )
 
 
@@ -52,39 +56,57 @@ def _program(settings: Settings, simulate: bool) -> tuple[str, ...]:
     return (sys.executable, *SGLANG_LAUNCHER)
 
 
-def _model_path(settings: Settings, simulate: bool) -> str:
-    """What `--model-path` gets: the model; when simulated, a folder whose config.json the simulator can model."""
-    if not simulate:
-        return settings.model
-    folder = _simulated_model_folder(settings)
-    _check_model_config(Path(folder) / "config.json", settings.source)
-    return folder
+@dataclass(frozen=True)
+class PlannedModel:
+    """The model as a planned command line names it."""
+
+    model_path: str
+    """What `--model-path` gets."""
+    config_file: Path | None
+    """The config.json the simulator reads for it (None on a real run)."""
 
 
-def _simulated_model_folder(settings: Settings) -> str:
+def simulated_model(settings: Settings) -> PlannedModel:
+    """Where the simulator finds the model's config.json, first found wins: `[simulate] model_path`, the model as a
+    local folder (relative to the rootdir, or as given), the config the project ships for a known model id
+    (`--model-path` keeps the id, as on a GPU runner; the simulator looks it up itself). Checked before any server
+    starts (sglang_facts/model_fields.py); a ConfigError that says how to point at a config.json otherwise."""
     if settings.simulate.model_path is not None:
-        return str(settings.simulate.model_path)
-    local = settings.root / settings.model
-    if (local / "config.json").is_file():
-        return str(local)
-    if (Path(settings.model) / "config.json").is_file():
-        return settings.model
-    raise ConfigError(
-        f"{settings.source}: simulate.model_path: the simulator reads config.json from --model-path, and "
-        f"{settings.model!r} is not a local folder with one; set [simulate] model_path to a folder holding "
-        "the model's config.json (e.g. tests/perf/models/<model>)"
+        folder = settings.simulate.model_path
+        _check_model_config(folder / "config.json", settings)
+        return PlannedModel(str(folder), folder / "config.json")
+    for folder in (settings.root / settings.model, Path(settings.model)):
+        if (folder / "config.json").is_file():
+            _check_model_config(folder / "config.json", settings)
+            return PlannedModel(str(folder), folder / "config.json")
+    shipped = shipped_config(settings.model)
+    if shipped is None:
+        raise ConfigError(_unknown_model(settings))
+    return PlannedModel(settings.model, shipped)
+
+
+def _unknown_model(settings: Settings) -> str:
+    model = settings.model
+    return (
+        f"{settings.source}: model = {model!r}: --sglang-simulate needs the model's config.json (its sizes set the "
+        f"simulated speed and memory), and {model!r} is neither a local folder with a config.json nor a model the "
+        f"plugin ships a config for ({known_models_text()}); copy the model's config.json (from "
+        f"https://huggingface.co/{model}/blob/main/config.json; no weights needed) into a folder and set "
+        f"model_path = \"<that folder>\" under {table_location(settings.source, 'simulate')}"
     )
 
 
-def _check_model_config(config_file: Path, source: str) -> None:
+def _check_model_config(config_file: Path, settings: Settings) -> None:
     """The fields the simulator needs (sglang_facts/model_fields.py), checked before any server starts."""
     try:
         read_model_config(config_file)
     except ModelConfigFileError as exc:
         raise ConfigError(f"--sglang-simulate: {exc}") from None
     except FileNotFoundError:
-        raise ConfigError(f"{source}: simulate.model_path: {config_file} does not exist; the simulator reads the "
-                          "model's config.json from there: copy the model's config.json into that folder") from None
+        raise ConfigError(
+            f"{settings.source}: simulate.model_path: {config_file} does not exist; the simulator reads the model's "
+            "config.json from there: copy the model's config.json into that folder, or fix model_path under "
+            f"{table_location(settings.source, 'simulate')}") from None
 
 
 def flag_value(args: Sequence[str], flag: str) -> str | None:

@@ -3,8 +3,9 @@
 Every variant's command line is parsed with the installed SGLang's own argument parser when SGLang is
 importable, else with the flag table of the SGLang version the simulator models (`sglang_facts.parsers`).
 Findings: unknown and ambiguous flags (with the closest real names and known renames), flags given twice with
-different values, and the known incompatible combinations of the SGLang version's rules (`sglang_facts.rules`).
-Plain Python, no pytest.
+different values, the known incompatible combinations of the SGLang version's rules (`sglang_facts.rules`), a server
+that needs more GPUs (tp x pp x dp, `sglang_facts.resolved.gpus_used`) than the host has, and, for the simulator, bad
+`--sim-*` knobs (server/sim_knobs.py). Plain Python, no pytest.
 """
 
 from __future__ import annotations
@@ -17,9 +18,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_sglang_perf.server.plan import ServerPlan
+from pytest_sglang_perf.server.sim_knobs import KNOB_PREFIX, SIMULATE_ARGS, plan_knobs
+from pytest_sglang_perf.server.target_gpus import NO_GPUS, TargetGpus
 from pytest_sglang_perf.sglang_facts.gpus import GpuTableError, find_gpu
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser
 from pytest_sglang_perf.sglang_facts.requested import ParseError, given_flags, parse_command_line, raising_parser
+from pytest_sglang_perf.sglang_facts.resolved import gpus_used
 from pytest_sglang_perf.sglang_facts.rules import AllOrNone, Requires, SGLangRules, load_rules
 
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<args>.*)")
@@ -41,24 +45,34 @@ class Finding:
         return f"[{self.variant}] {self.level.value}: {self.message}"
 
 
-def check_plans(plans: Sequence[ServerPlan], parser: ArgParser, *, gpu_names: Sequence[str] = ()) -> list[Finding]:
+def check_plans(plans: Sequence[ServerPlan], parser: ArgParser, *, gpus: TargetGpus = NO_GPUS) -> list[Finding]:
+    """Every plan's findings, in order; a simulated plan's `--sim-*` knobs first, then its SGLang flags."""
+    knobs = plan_knobs(plans)
     findings: list[Finding] = []
     for plan in plans:
-        findings += check_variant(plan.variant.name, plan.args, parser, gpu_names=gpu_names)
+        name, checked = plan.variant.name, knobs.get(plan.variant.name)
+        if checked is None:
+            findings += check_variant(name, plan.args, parser, gpus=gpus)
+            continue
+        findings += [Finding(name, Level.ERROR, error) for error in checked.errors]
+        findings += check_variant(name, checked.sglang_args, parser, gpus=gpus)
     return findings
 
 
-def check_variant(name: str, args: Sequence[str], parser: ArgParser, *,
-                  gpu_names: Sequence[str] = ()) -> list[Finding]:
+def check_variant(name: str, args: Sequence[str], parser: ArgParser, *, gpu_names: Sequence[str] = (),
+                  gpus: TargetGpus | None = None) -> list[Finding]:
+    """One variant's SGLang flags against the target GPUs (`gpu_names`: GPU models only, their count unknown)."""
+    target = gpus if gpus is not None else TargetGpus(tuple(gpu_names))
     rules = load_rules(parser.version)
     argparser = raising_parser(parser)
     try:
-        parse_command_line(args, argparser)
+        namespace = parse_command_line(args, argparser)
     except ParseError as exc:
         return [Finding(name, Level.ERROR, _explain(str(exc), parser))]
     findings = [Finding(name, Level.WARNING, m) for m in _repeated(args, argparser)]
-    findings += [Finding(name, Level.ERROR, m) for m in _combinations(args, rules, argparser, gpu_names)]
-    return findings
+    findings += [Finding(name, Level.ERROR, m) for m in _combinations(args, rules, argparser, target.names)]
+    too_many = _gpu_count(args, namespace, parser, target)
+    return findings + ([Finding(name, Level.ERROR, too_many)] if too_many else [])
 
 
 def _explain(message: str, source: ArgParser) -> str:
@@ -85,6 +99,9 @@ def _suggest(flag: str, parser: argparse.ArgumentParser, rules: SGLangRules) -> 
     renamed = rules.renamed_flags.get(name)
     if renamed:
         return f"{name} was renamed: use {renamed}"
+    if name.startswith(KNOB_PREFIX):
+        return (f"{name} is a knob of the plugin's simulator, not an SGLang flag: put it in {SIMULATE_ARGS} "
+                "(used only with --sglang-simulate)")
     close = difflib.get_close_matches(name, _option_strings(parser), n=2, cutoff=0.75)
     return f"{name}: did you mean {' or '.join(close)}?" if close else None
 
@@ -145,3 +162,33 @@ def _gpu_sm(name: str, rules: SGLangRules) -> int | None:
         if re.search(rf"(?<![A-Za-z0-9]){re.escape(key)}(?![0-9])", name, flags=re.I):
             return sm
     return None
+
+
+_MULTI_NODE_DEST = "nnodes"
+"""SGLang's `--nnodes`: a server spread over several hosts uses only its share of GPUs on each."""
+
+
+def _gpu_count(args: Sequence[str], namespace: argparse.Namespace, parser: ArgParser, gpus: TargetGpus) -> str | None:
+    """A server that needs more GPUs than the host shows fails to boot: say so, naming the flags and the count.
+
+    Not judged: a multi-node server, and a command line with a deprecated flag (the rules' `renamed_flags`), which
+    SGLang translates before it counts GPUs (`--dp-size 2 --enable-dp-attention` becomes `--attn-dp-size 2`, which
+    adds no GPU): better no finding than a wrong error."""
+    needed = gpus_used(args, parser)
+    if gpus.count is None or needed <= gpus.count or getattr(namespace, _MULTI_NODE_DEST, 1) != 1:
+        return None
+    rules = load_rules(parser.version)
+    written = given_flags(args, raising_parser(parser))
+    if any(option in rules.renamed_flags for g in written for option in g.action.option_strings):
+        return None
+    counting = set(rules.gpu_count_fields)
+    given = {g.action.dest: g for g in written if g.action.dest in counting}
+    flags = [g.flag for g in given.values()]
+    product = " x ".join(f"{g.flag} {' '.join(g.values)}" for g in given.values())
+    models = ", ".join(dict.fromkeys(gpus.names))
+    return (f"{product} needs {needed} GPUs for one server, but {gpus.origin} shows {_gpus(gpus.count)} on this "
+            f"host ({models}); lower {' or '.join(flags)}, or run this variant on a host with {needed} GPUs")
+
+
+def _gpus(count: int) -> str:
+    return f"{count} GPU" if count == 1 else f"{count} GPUs"

@@ -145,3 +145,16 @@ def group_members(pgid: int) -> list[psutil.Process]:
         except (OSError, psutil.Error):
             continue
     return members
+
+
+def marked_processes(variable: str, value: str) -> list[psutil.Process]:
+    """The running processes whose environment has `variable` set to `value` (only our own processes' environments
+    are readable; a process that overwrote its environment area, as setproctitle may, is not found)."""
+    found = []
+    for process in psutil.process_iter():
+        try:
+            if process.environ().get(variable) == value:
+                found.append(process)
+        except (OSError, psutil.Error):
+            continue
+    return found

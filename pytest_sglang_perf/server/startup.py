@@ -1,5 +1,5 @@
-"""What SGLang 0.5.23 logged about its own boot (startup timings, KV cache, graph captures, capacity) and about
-graph use at run time (the batch lines), read from a server log (plain text in, no I/O).
+"""What SGLang 0.5.23 logged about its own boot (startup timings, KV cache, graph captures, capacity, the cause of a
+failed boot) and about graph use at run time (the batch lines), read from a server log (plain text in, no I/O).
 
 The line formats and the wordings of older SGLang are described in logscan.py, which also splits a log into its
 first-rank messages and finds its last boot.
@@ -8,7 +8,7 @@ first-rank messages and finds its last boot.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -278,3 +278,25 @@ def graph_use(text: str) -> GraphUse:
         if match is not None:
             counts[f"{match['kind'].lower()}_{match['used'].lower()}"] += 1
     return GraphUse(**counts)
+
+
+_SIMULATOR_CAUSE = re.compile(r"^simulator: \S.*$")
+"""The simulator's own error lines (a bad `--sim-*` knob or SGLANG_SIM_* variable): printed first, cause first."""
+_ARGPARSE_ERROR = re.compile(r"^[\w. /-]+: error: \S.*$")
+"""argparse's last line after its usage text (`sglang serve: error: unrecognized arguments: ...`)."""
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::\s.*)?$")
+"""The last line of a Python traceback (`OSError: Can't load the configuration of ...`)."""
+
+
+def boot_failure_cause(log_tail: Sequence[str]) -> str | None:
+    """The line of a failed boot's log tail that says why, to show above the tail: the simulator's first own error
+    line, else argparse's error line (last, after up to hundreds of usage lines), else the last traceback line."""
+    lines = [line.strip() for line in log_tail]
+    simulator = next((line for line in lines if _SIMULATOR_CAUSE.match(line)), None)
+    if simulator is not None:
+        return simulator
+    for pattern in (_ARGPARSE_ERROR, _EXCEPTION):
+        found = [line for line in lines if pattern.match(line)]
+        if found:
+            return found[-1]
+    return None

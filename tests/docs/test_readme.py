@@ -1,14 +1,19 @@
-"""The README's quick start, executed as written (on the simulator, sped up by its knobs)."""
+"""The README's Quick Start, executed as written: its files and its commands, with and without the simulator."""
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import re
+import shlex
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-MODEL_SHAPE = ROOT / "tests" / "perf" / "models" / "qwen3.6-27b"
+FAST = {"SGLANG_SIM_DECODE_TOK_S": "20000", "SGLANG_SIM_TTFT": "0.01", "SGLANG_SIM_BOOT_SECONDS": "0.2"}
+"""The simulator's speed knobs, from the environment: the Quick Start's files stay as written, and its 512-token
+requests take milliseconds instead of the ~10 s the simulated 2x RTX A6000 would take at 53 tok/s."""
 
 
 def _blocks(lang: str) -> list[str]:
@@ -16,26 +21,59 @@ def _blocks(lang: str) -> list[str]:
     return re.findall(rf"```{lang}\n(.*?)```", text, flags=re.S)
 
 
-def test_quick_start_runs(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    config = _blocks("toml")[0]
-    test_file = _blocks("python")[0]
-    pytester.makefile(".toml", pyproject=config + (
-        "\n[tool.sglang_perf.simulate]\n"
-        f"model_path = {str(MODEL_SHAPE)!r}\n"
-        "[tool.sglang_perf.request]\nrepeats = 1\nwarmup = 0\n"
-    ))
-    pytester.makepyfile(test_readme_quick_start=test_file)
-    knobs = {"DECODE_TOK_S": "20000", "TTFT": "0.01", "BOOT_SECONDS": "0.2", "GPU": "RTX A6000"}  # the engineer's GPU
-    for knob, value in knobs.items():
-        monkeypatch.setenv(f"SGLANG_SIM_{knob}", value)
-    result = pytester.runpytest("--sglang-simulate", "-v")
-    result.assert_outcomes(passed=3)
-    result.stdout.fnmatch_lines([
-        "*test_red_black_tree[[]default[]] PASSED*",
-        "*test_red_black_tree[[]prefill_graph[]] PASSED*",
-        "*test_red_black_tree[[]single_batch_overlap[]] PASSED*",
-        "*accept_length*new",
-    ])
+def _quick_start_commands() -> list[list[str]]:
+    """The `$ pytest ...` lines of the Quick Start's console block, as argument lists (comments dropped)."""
+    block = _blocks("console")[0]
+    lines = [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith("$ ")]
+    return [shlex.split(line)[2:] for line in lines]  # without "$" and "pytest"
+
+
+@pytest.fixture
+def quick_start(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project made of the Quick Start's two files, exactly as the README writes them (paths included)."""
+    files = {}
+    for block in (_blocks("toml")[0], _blocks("python")[0]):
+        first = block.split("\n", 1)[0]
+        files[first.removeprefix("# ").strip()] = block
+    assert set(files) == {"pyproject.toml", "tests/perf/test_prompts.py"}
+    for name, text in files.items():
+        path = pytester.path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    for name in [n for n in os.environ if n.startswith(("SGLANG_PERF_", "SGLANG_SIM_"))]:
+        monkeypatch.delenv(name)
+    for knob, value in FAST.items():
+        monkeypatch.setenv(knob, value)
+    return pytester
+
+
+def test_quick_start_runs_as_written_on_the_simulator(quick_start: pytest.Pytester) -> None:
+    _, simulated, update = _quick_start_commands()
+    assert simulated == ["tests/perf", "--sglang-simulate"] and update[-1] == "--sglang-update-baselines"
+
+    first = quick_start.runpytest_subprocess(*simulated)
+    first.assert_outcomes(passed=3, warnings=1)  # prefill_graph measures nothing new on this model: said once
+    first.stdout.fnmatch_lines(["sglang-perf: 3 cells: * 3 new, * (SIMULATED)"])
+
+    quick_start.runpytest_subprocess(*update, "--sglang-simulate").assert_outcomes(passed=3, warnings=1)
+    [baseline] = (quick_start.path / "baselines").glob("*.json")
+    assert baseline.name == "simulated-2xrtx-a6000__qwen-qwen3.6-27b.json"  # the shipped Qwen3.6-27B config
+
+    again = quick_start.runpytest_subprocess(*simulated)
+    again.assert_outcomes(passed=3, warnings=1)
+    again.stdout.fnmatch_lines(["sglang-perf: 3 cells: 3 ok, 0 regressed, * (SIMULATED)"])
+
+
+@pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="SGLang is installed: a real boot")
+def test_quick_start_without_the_simulator_says_what_it_needs(quick_start: pytest.Pytester) -> None:
+    """The GPU-runner command, here: nothing is measured, and the output says why and what to do."""
+    on_gpu = _quick_start_commands()[0]
+    assert on_gpu == ["tests/perf"]
+    result = quick_start.runpytest_subprocess(*on_gpu)
+    result.assert_outcomes(skipped=3)
+    words = " ".join(result.stdout.str().split())
+    assert ("0 of 3 cells measured: SGLang is not installed (pip install 'pytest-sglang-perf[sglang]'); run with "
+            "--sglang-simulate to use the simulator instead") in words
 
 
 def test_readme_starts_with_the_two_commands() -> None:

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from pathlib import Path
+
 import pytest
 from perf_project import server_processes, write_project
 
@@ -41,7 +44,7 @@ def test_explicit_config_file_missing(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--sglang-config *nowhere.toml: no such file*"])
 
 
-def test_corrupt_baseline_is_reported_and_left_alone(pytester: pytest.Pytester) -> None:
+def _record_one_baseline(pytester: pytest.Pytester) -> Path:
     write_project(pytester, {"a": []}, request="max_tokens = 50\nrepeats = 2\nwarmup = 0\n")
     pytester.makepyfile(test_x="""
         def test_x(sglang_perf):
@@ -49,12 +52,31 @@ def test_corrupt_baseline_is_reported_and_left_alone(pytester: pytest.Pytester) 
     """)
     pytester.runpytest("--sglang-simulate", "--sglang-update-baselines").assert_outcomes(passed=1)
     [path] = (pytester.path / "baselines").glob("*.json")
-    corrupt = path.read_bytes()[:-40]
-    path.write_bytes(corrupt)
+    return path
+
+
+RERECORD = "move the file away and re-record with --sglang-update-baselines"
+
+
+@pytest.mark.parametrize(("damage", "problem"), [
+    (lambda text: text[:-40], "is not valid JSON (*); repair it (an unresolved merge?) or " + RERECORD),
+    (lambda text: text.replace('"schema_version": 1', '"schema_version": 7'),
+     "was written with schema 7 by a newer pytest-sglang-perf; this one reads schema 1; upgrade pytest-sglang-perf "
+     "(pip install -U pytest-sglang-perf)"),
+], ids=["corrupt", "newer-schema"])
+def test_a_broken_baseline_stops_the_session_before_any_boot(pytester: pytest.Pytester,
+                                                             damage: Callable[[str], str], problem: str) -> None:
+    """Found when the session starts, reported once as a usage error (exit 4): no server boots and measures only
+    to fail against a store it cannot read, and the file is never rewritten."""
+    path = _record_one_baseline(pytester)
+    broken = damage(path.read_text())
+    path.write_text(broken)
 
     for extra in ([], ["--sglang-update-baselines"]):
-        result = pytester.runpytest("--sglang-simulate", *extra)
-        result.assert_outcomes(failed=1)
-        result.stdout.fnmatch_lines([f"*{path.name}*"])
-        assert path.read_bytes() == corrupt
+        result = pytester.runpytest("--sglang-simulate", "--sglang-log-dir", "logs", *extra)
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+        result.stderr.fnmatch_lines([f"ERROR: sglang-perf: baseline file {path}: {problem}. No server was started."])
+        assert (result.stdout.str() + result.stderr.str()).count(path.name) == 1
+        assert not (pytester.path / "logs" / "a.log").exists()  # the variant's server never started
+        assert path.read_text() == broken
     assert server_processes(pytester.path) == []

@@ -16,6 +16,8 @@ from typing import Any
 import pytest
 from perf_project import VL_CONFIG, fast_sim, server_processes, use_model_config, write_project
 
+from pytest_sglang_perf.server.describe import wrap_lines
+
 QUICK = "max_tokens = 20\nrepeats = 2\nwarmup = 0\n"
 STEADY = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n"
 """Longer requests: timer and HTTP noise small enough that a 30% slowdown stands out of the noise band."""
@@ -97,8 +99,8 @@ def test_default_prefill_graph_on_multimodal_model_warns_with_sglangs_reason(pyt
     result.assert_outcomes(passed=2, warnings=2)
     line = _line_of(project, "default = ")
     result.stdout.fnmatch_lines([
-        "*[[]default[]] effective configuration DIFFERS from the request (1 finding(s))",
-        "*[[]default[]]   prefill CUDA graph: disabled (not captured)",
+        "sglang-perf: [[]default[]] ready in * s (SIMULATED; graphs * s; config DIFFERS (1 finding(s)); log "
+        "default.log)",
         "*= warnings summary =*",
         "test_p.py::test_a[[]default[]]",
         "test_p.py::test_b[[]default[]]",
@@ -107,7 +109,7 @@ def test_default_prefill_graph_on_multimodal_model_warns_with_sglangs_reason(pyt
         "variant default (SIMULATED): effective configuration DIFFERS from the request (1 finding(s))",
         "  prefill CUDA graph: disabled (not captured)",
         "  decode CUDA graph: full (captured in *",
-        f"  WARNING: {SWITCHED_OFF}",
+        *wrap_lines([f"  WARNING: {SWITCHED_OFF}"]),
         "  startup: boot * s, load_weight * s, cuda graphs * s, KV cache * tokens*",
         "  runtime: prefill batches 0/*, decode batches * ran with a graph (SGLang's batch log lines)",
     ])
@@ -151,7 +153,7 @@ def test_strict_flags_fail_the_variant_unrun_with_the_reason_and_the_fix(
 def test_explicit_breakable_prefill_graph_is_ok_even_strict(pytester: pytest.Pytester) -> None:
     _vl_project(pytester, {"breakable": BREAKABLE})
     pytester.makepyfile(test_p=TEST_FILE)
-    result = _run(pytester, "--sglang-strict-flags")
+    result = _run(pytester, "--sglang-strict-flags", "-v")  # -v: what each server ran, also when it is clean
     result.assert_outcomes(passed=2, warnings=0)
     result.stdout.fnmatch_lines([
         "*= sglang-perf servers =*",
@@ -173,7 +175,7 @@ def test_explicit_breakable_prefill_graph_is_ok_even_strict(pytester: pytest.Pyt
 def test_variant_that_changes_nothing_warns_but_strict_does_not_fail_it(pytester: pytest.Pytester) -> None:
     project = write_project(pytester, {"base": [], "same": BREAKABLE}, request=QUICK)
     pytester.makepyfile(test_p=ONE_TEST)
-    result = _run(pytester, "--sglang-strict-flags")
+    result = _run(pytester, "--sglang-strict-flags", "-v")
     result.assert_outcomes(passed=2, warnings=1)
     duplicate = ("measures nothing new: its only difference from variant 'base' (--cuda-graph-backend-prefill) "
                  "did not change what the server ran")
@@ -185,7 +187,7 @@ def test_variant_that_changes_nothing_warns_but_strict_does_not_fail_it(pytester
         "variant base (SIMULATED): effective configuration: ok (1 requested flag(s) verified against /server_info)",
         "variant same (SIMULATED): effective configuration: as requested, but the same as another variant's",
         "  prefill CUDA graph: breakable (captured in *",
-        f"  WARNING: {duplicate}",
+        *wrap_lines([f"  WARNING: {duplicate}"]),
     ])
 
 
@@ -222,6 +224,17 @@ def test_startup_facts_in_results_and_baselines(pytester: pytest.Pytester) -> No
     assert "boot_seconds" in entry["metrics"]
 
 
+def test_a_graph_the_server_did_not_capture_is_not_reported_as_running(pytester: pytest.Pytester) -> None:
+    """On CPU SGLang's plan still says decode `full`; the report says what ran: no graph was captured."""
+    write_project(pytester, {"gpu": [], "cpu": ["--device", "cpu"]}, request=QUICK, sim=fast_sim())
+    pytester.makepyfile(test_p=ONE_TEST)
+    _run(pytester, "--sglang-results", "out.json").assert_outcomes(passed=2)
+    servers = json.loads((pytester.path / "out.json").read_text())["servers"]
+    assert servers["cpu"]["effective"]["ran"]["decode CUDA graph"] == "not captured (cpu; planned full)"
+    assert servers["cpu"]["effective"]["ran"]["prefill CUDA graph"].startswith("disabled")  # opt-in off CUDA
+    assert servers["gpu"]["effective"]["ran"]["decode CUDA graph"].startswith("full (captured in ")
+
+
 def test_slower_graph_capture_fails_the_boot_time_check(pytester: pytest.Pytester) -> None:
     """Baseline capture 1 s; 3 s fails graph_capture_seconds (default tolerance 50%); 1 s again passes."""
     loose = "\n".join(f'{m} = "90%"' for m in ("output_throughput", "decode_throughput", "ttft", "tpot"))
@@ -255,7 +268,7 @@ def test_api_key_stays_out_of_every_output_while_flags_are_verified(pytester: py
     secret = "sk-effective-7d1e0c"
     write_project(pytester, {"a": ["--api-key", secret, "--max-running-requests", "8"]}, request=QUICK)
     pytester.makepyfile(test_p=ONE_TEST)
-    result = _run(pytester, "--sglang-update-baselines", "--sglang-results", "out.json")
+    result = _run(pytester, "--sglang-update-baselines", "--sglang-results", "out.json", "-v")
     result.assert_outcomes(passed=1, warnings=0)
     result.stdout.fnmatch_lines([
         "variant a (SIMULATED): effective configuration: ok (2 requested flag(s) verified against /server_info)",
@@ -294,12 +307,15 @@ def test_regression_report_shows_the_servers_effective_configuration(
         "*test_p.py::test_p [[]default[]]: regressed (confirmed*) (SIMULATED)",
         "*output_throughput*REGRESSED",
         "server: effective configuration DIFFERS from the request (1 finding(s))",
-        "  prefill CUDA graph: disabled (not captured)",
-        "  decode CUDA graph: full (captured in * s, bs *)",
-        f"  WARNING: {SWITCHED_OFF}",
+        *wrap_lines([f"  WARNING: {SWITCHED_OFF}"]),
         "  startup: boot * s, load_weight * s, cuda graphs * s, KV cache * tokens*",
-        "To record the measured values as the new baseline, re-run with:",
+        "  log: logs/default.log",
+        "Not intended? Start with the server's log and findings above, and what it ran in the sglang-perf *",
+        "Intended? Record the measured values as the new baseline:",
+        "  pytest 'test_p.py::test_p[[]default[]]' --sglang-simulate --sglang-update-baselines",
     ])
+    failure = result.stdout.str().split("= sglang-perf servers =")[0]
+    assert "  prefill CUDA graph: disabled" not in failure  # what ran in full: once, in the servers section
 
 
 # 9: a server whose configuration cannot be read ---------------------------------------------------------

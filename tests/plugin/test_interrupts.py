@@ -54,7 +54,7 @@ def test_interrupt_leaves_no_process(pytester: pytest.Pytester, sig: int, when: 
         def test_slow(sglang_perf):
             sglang_perf.measure("hello")
     """)
-    proc = _start_pytest(pytester.path, "--sglang-simulate")
+    proc = _start_pytest(pytester.path, "--sglang-simulate", "-v")  # -v: the boot's first line comes at launch
     _wait_for(proc, needle, timeout=60)
     time.sleep(0.5)
     _finish(proc, sig)

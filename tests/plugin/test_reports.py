@@ -21,11 +21,11 @@ def test_summary_and_results_file(pytester: pytest.Pytester) -> None:
     result.assert_outcomes(passed=2)
     result.stdout.fnmatch_lines([
         "sglang-perf: pyproject.toml [[]tool.sglang_perf[]]; model model; variants: a, b; SIMULATED*",
-        "*[[]a[]] booting (launched: pid *, port *): *python* -m pytest_sglang_perf.simulator --model-path * --port *",
+        "sglang-perf: [[]a[]] ready in * s (SIMULATED; graphs * s; config ok; log a.log)",
         "*= sglang-perf =*",
         "variant a (SIMULATED)",
         "*test_r.py::test_hello*output_throughput*new",
-        "*ttft*new",
+        "  (5 more metric(s): 5 new; -v shows every metric)",
         "variant b (SIMULATED)",
         "*test_r.py::test_hello*output_throughput*new",
     ])
@@ -38,6 +38,7 @@ def test_summary_and_results_file(pytester: pytest.Pytester) -> None:
     assert cell["metrics"]["output_throughput"]["measured"] > 0
     assert cell["metrics"]["output_throughput"]["verdict"] == "new"
     assert data["environment"]["model"] == "model"
+    assert data["errored"] == []
 
 
 def test_no_configuration_errors_the_test_with_the_fix(pytester: pytest.Pytester) -> None:
@@ -59,6 +60,7 @@ def test_help_lists_the_options(pytester: pytest.Pytester) -> None:
         "*--sglang-log-dir=PATH*",
         "*--sglang-require-real*",
         "*--sglang-strict-flags*",
+        "*--sglang-heartbeat=SECONDS*",
     ])
 
 

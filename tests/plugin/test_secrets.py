@@ -17,7 +17,7 @@ def test_api_key_appears_in_no_output(pytester: pytest.Pytester) -> None:
             assert sglang_perf.openai.models.list().data
     """)
     result = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines", "--sglang-results", "out.json",
-                                "--sglang-log-dir", "logs")
+                                "--sglang-log-dir", "logs", "-v")  # -v: the exact command is echoed
     result.assert_outcomes(passed=1)
     assert "--api-key '***'" in result.stdout.str()
     outputs = {

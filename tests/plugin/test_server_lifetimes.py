@@ -55,7 +55,8 @@ def test_variants_option_selects(pytester: pytest.Pytester, monkeypatch: pytest.
     monkeypatch.setenv("PIDS_FILE", str(pytester.path / "pids.txt"))
     result = pytester.runpytest("--sglang-simulate", "--sglang-variants", "b")
     result.assert_outcomes(passed=3)
-    assert result.stdout.str().count("] booting (") == 1
+    assert result.stdout.str().count("] ready in ") == 1
+    assert "[b] ready in " in result.stdout.str()
 
 
 def test_unknown_variant_is_a_usage_error(pytester: pytest.Pytester) -> None:

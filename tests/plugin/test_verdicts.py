@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import fnmatch
 import json
 from typing import Any
 
@@ -30,6 +31,11 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 def _cells(pytester: pytest.Pytester) -> list[dict[str, Any]]:
     cells: list[dict[str, Any]] = json.loads((pytester.path / "results.json").read_text())["cells"]
     return cells
+
+
+def _said(result: pytest.RunResult, pattern: str) -> bool:
+    """Whether the output says `pattern` (fnmatch), its lines joined again where the plugin wrapped them."""
+    return fnmatch.fnmatch(" ".join(line.strip() for line in result.outlines) + " ", f"* {pattern} *")
 
 
 def _baseline_files(pytester: pytest.Pytester) -> list[str]:
@@ -63,8 +69,8 @@ def test_a_changed_request_is_stale_and_names_the_change(recorded: pytest.Pytest
                 env.setenv(name, value)
             result = _run(recorded)
         result.assert_outcomes(passed=1)  # not gated, but loudly so
+        assert _said(result, f"test_perf.py::test_p: {NOT_COMPARABLE}: {expected}"), result.stdout.str()
         result.stdout.fnmatch_lines([
-            f"*test_perf.py::test_p: {NOT_COMPARABLE}: {expected}",
             "*1 cell: 0 ok, 0 regressed, 0 inconclusive, 0 improved, 0 new, 1 stale, 0 updated*",
             "*1 cell(s) NOT GATED, no comparable baseline (1 stale); --sglang-require-baselines fails them",
         ])
@@ -79,29 +85,33 @@ def test_a_changed_server_model_or_gpu_count_is_stale(recorded: pytest.Pytester)
     project = recorded.path / "pyproject.toml"
     original = project.read_text()
 
-    def stale_because(args: str, expected: str) -> None:
+    def stale_because(args: str, *expected: str) -> None:
+        """Each change is named, whole (a long list wraps between changes), in the summary and the results file."""
         project.write_text(original.replace('default = ["--max-running-requests", "8"]', f"default = {args}"))
         result = _run(recorded)
         result.assert_outcomes(passed=1)
-        result.stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: {expected}"])
+        assert _said(result, f"{NOT_COMPARABLE}: {'; '.join(expected)}"), result.stdout.str()
+        [cell] = _cells(recorded)
+        assert len(cell["stale"]) == len(expected)
+        assert all(fnmatch.fnmatch(text, change) for text, change in zip(cell["stale"], expected, strict=True))
 
     stale_because('["--max-running-requests", "16"]', "--max-running-requests 8 -> 16")
     stale_because('["--max-running-requests", "8", "--tp-size", "2"]',
-                  "the baseline was recorded as simulated-1x*; GPUs 1x * -> 2x *; --tp-size 1 -> 2")
+                  "the baseline was recorded as simulated-1x*", "GPUs 1x * -> 2x *", "--tp-size 1 -> 2")
     # The same value in another spelling (argparse's unique prefix) runs the same server: compared, not stale.
     project.write_text(original.replace('"--max-running-requests", "8"', '"--max-running-req", "8"'))
     _run(recorded).assert_outcomes(passed=1)
     assert [cell["stale"] for cell in _cells(recorded)] == [[]]
     project.write_text(original)
     use_model_config(recorded, {**TINY_CONFIG, "num_hidden_layers": int(TINY_CONFIG["num_hidden_layers"]) + 1})
-    _run(recorded).stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: model config.json * -> *"])
+    assert _said(_run(recorded), f"{NOT_COMPARABLE}: model config.json * -> *")
     use_model_config(recorded, TINY_CONFIG)
     [name] = _baseline_files(recorded)
     path = recorded.path / "baselines" / name
     data = json.loads(path.read_text())
     del data["entries"]["test_perf.py::test_p"]["default"]["identity"]
     path.write_text(json.dumps(data))
-    _run(recorded).stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: the baseline was recorded without the cell's identity*"])
+    assert _said(_run(recorded), f"{NOT_COMPARABLE}: the baseline was recorded without the cell's identity*")
 
 
 def test_a_tp_size_2_variant_files_its_baselines_as_2_gpus(recorded: pytest.Pytester) -> None:

@@ -384,6 +384,8 @@ def test_effective_configuration_is_verified_against_the_real_server_info(first_
         statuses = {flag["flag"]: flag["status"] for flag in effective["flags"]}
         for flag in ("--device", "--load-format", "--max-total-tokens", "--random-seed"):
             assert statuses[flag] == "ok", (name, effective["flags"])
+        # SGLang's plan says decode "full" on CPU too; nothing was captured, and the report says so.
+        assert effective["ran"]["decode CUDA graph"] == "not captured (cpu; planned full)", effective["ran"]
         assert f"[{name}] effective configuration: ok" in first_run.out
     capped = {flag["flag"]: flag for flag in servers["capped"]["effective"]["flags"]}
     assert capped["--max-running-requests"]["effective"] == 4

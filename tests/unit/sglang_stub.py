@@ -53,6 +53,14 @@ class Script:
     send_content: bool = True
     reasoning: bool = False
     """Stream the text as reasoning_content (a server with --reasoning-parser)."""
+    cached_tokens: dict[str, int] | None = None
+    """The request's prefix-cache hits by tier (`{"device": 63, "host": 0}`): sent as
+    `sglext.cached_tokens_details` when asked; None: no hit, SGLang then sends no such field."""
+    cache_report: bool = False
+    """The server runs with --enable-cache-report: `usage.prompt_tokens_details = {"cached_tokens": N}`."""
+    flush_status: int = 200
+    flush_text: str = ("Cache flushed.\nPlease check backend logs for more details. (When there are running or "
+                       "waiting requests, the operation will not be performed.)\n")
 
 
 @dataclass
@@ -75,20 +83,24 @@ def _chunk(model: str, delta: dict[str, Any], finish_reason: str | None = None) 
                  "choices": [choice]})
 
 
-def _sglext_chunk(model: str, verify_ct: int, completion: int) -> bytes:
-    details = {
+def _spec_details(verify_ct: int, completion: int) -> dict[str, Any]:
+    return {
         "spec_accept_rate": 0.0, "spec_accept_length": completion / verify_ct, "spec_cap_length": 0.0,
         "spec_block_accept_length": 0.0, "spec_num_correct_drafts": completion - verify_ct,
         "spec_num_proposed_drafts": verify_ct * 3, "spec_verify_ct": verify_ct,
         "spec_correct_drafts_histogram": [], "spec_cap_lens_histogram": [],
     }
+
+
+def _sglext_chunk(model: str, sglext: dict[str, Any]) -> bytes:
     return _sse({"id": CHUNK_ID, "object": "chat.completion.chunk", "created": CREATED, "model": model,
-                 "choices": [], "usage": None, "sglext": {"spec_tokens_details": details}})
+                 "choices": [], "usage": None, "sglext": sglext})
 
 
-def _usage_chunk(model: str, prompt: int, completion: int) -> bytes:
+def _usage_chunk(model: str, prompt: int, completion: int, cached: int | None) -> bytes:
     usage = {"prompt_tokens": prompt, "total_tokens": prompt + completion, "completion_tokens": completion,
-             "prompt_tokens_details": None, "reasoning_tokens": 0, "completion_tokens_details": None}
+             "prompt_tokens_details": None if cached is None else {"cached_tokens": cached}, "reasoning_tokens": 0,
+             "completion_tokens_details": None}
     return _sse({"id": CHUNK_ID, "object": "chat.completion.chunk", "created": CREATED, "model": model,
                  "choices": [], "usage": usage})
 
@@ -108,6 +120,8 @@ class StubServer:
     def __init__(self) -> None:
         self.script = Script()
         self.received: list[Received] = []
+        self.calls: list[str] = []
+        """The path and query of every request, in order (`/flush_cache?timeout=30`, `/v1/chat/completions`)."""
         self.url = ""
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="sglang-stub", daemon=True)
@@ -129,6 +143,7 @@ class StubServer:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", self._chat)
         app.router.add_get("/v1/models", self._models)
+        app.router.add_route("*", "/flush_cache", self._flush)
         self._runner = web.AppRunner(app, access_log=None, shutdown_timeout=0.1)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", 0)
@@ -154,8 +169,15 @@ class StubServer:
                  "root": "stub-model", "parent": None, "max_model_len": 32768}
         return web.json_response({"object": "list", "data": [model]})
 
+    async def _flush(self, request: web.Request) -> web.Response:
+        self.calls.append(request.path_qs)
+        if self._unauthorized(request):
+            return web.json_response({"error": "Unauthorized"}, status=401)
+        return web.Response(text=self.script.flush_text, status=self.script.flush_status)
+
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         t_received = perf_counter()
+        self.calls.append(request.path_qs)
         body = orjson.loads(await request.read())
         peer = request.transport.get_extra_info("peername") if request.transport else None
         got = Received(dict(request.headers), body, t_received, peer)
@@ -215,9 +237,15 @@ class StubServer:
         if completion is None:
             completion = script.chunks * script.tokens_per_chunk
         await response.write(_chunk(model, {"reasoning_content": None}, script.finish_reason))
+        sglext: dict[str, Any] = {}
+        if script.cached_tokens and body.get("return_cached_tokens_details"):
+            sglext["cached_tokens_details"] = script.cached_tokens
         if script.spec_verify_ct and body.get("return_spec_tokens_details"):
-            await response.write(_sglext_chunk(model, script.spec_verify_ct, completion))
+            sglext["spec_tokens_details"] = _spec_details(script.spec_verify_ct, completion)
+        if sglext:
+            await response.write(_sglext_chunk(model, sglext))
         if script.send_usage and body.get("stream_options", {}).get("include_usage"):
-            await response.write(_usage_chunk(model, script.prompt_tokens, completion))
+            cached = sum((script.cached_tokens or {}).values()) if script.cache_report else None
+            await response.write(_usage_chunk(model, script.prompt_tokens, completion, cached))
         await response.write(b"data: [DONE]\n\n")
         await response.write_eof()

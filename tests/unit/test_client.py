@@ -56,6 +56,7 @@ def test_request_body_and_headers_follow_sglang_field_names(stub: StubServer) ->
         "model": "stub-model", "messages": [{"role": "user", "content": "Write a red-black tree."}],
         "max_tokens": 10, "temperature": 0.6, "seed": 7, "stream": True,
         "stream_options": {"include_usage": True}, "ignore_eos": True, "return_spec_tokens_details": True,
+        "return_cached_tokens_details": True,
     }
     assert got.headers["Content-Type"] == "application/json"
     assert "Authorization" not in got.headers

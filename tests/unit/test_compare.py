@@ -150,8 +150,9 @@ def test_check_all_orders_by_metrics_and_marks_new_ones() -> None:
     baseline = {"output_throughput": one_boot(vals(100.0)), "ttft": one_boot(vals(0.1)),
                 "boot_seconds": one_boot([30.0])}
     checks = check_all(measured, baseline, {"output_throughput": 0.05})
-    assert [c.metric for c in checks] == ["output_throughput", "ttft", "accept_length"]
-    assert [c.verdict for c in checks] == [Verdict.REGRESSED, Verdict.OK, Verdict.NEW]
+    assert [c.metric for c in checks] == ["output_throughput", "ttft", "accept_length", "boot_seconds"]
+    assert [c.verdict for c in checks] == [Verdict.REGRESSED, Verdict.OK, Verdict.NEW, Verdict.INCONCLUSIVE]
+    assert (checks[-1].baseline, checks[-1].measured) == (30.0, None)  # in the baseline, not measured: kept
 
 
 def test_check_all_uses_default_tolerances_unless_given() -> None:

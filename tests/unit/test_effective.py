@@ -159,6 +159,20 @@ def test_generic_skip_line_does_not_disable_a_graph_the_plan_keeps() -> None:
     assert outcome(config, "--cuda-graph-backend-prefill").status is Status.OK
 
 
+def test_a_planned_graph_is_full_only_when_the_log_shows_it_captured() -> None:
+    """On CPU the plan still says decode `full` and `/server_info` lists no graph batch sizes: nothing ran."""
+    cpu = server_info(device="cpu", decode={"bs": []}, prefill={"backend": "disabled"})
+    ran = dict(judge([], cpu).ran)
+    assert ran["decode CUDA graph"] == "not captured (cpu; planned full)"
+    assert ran["prefill CUDA graph"] == "disabled"
+
+
+def test_a_planned_cuda_graph_without_a_capture_line_is_not_called_full() -> None:
+    ran = dict(judge([], server_info()).ran)
+    assert ran["decode CUDA graph"] == "not captured (no capture in the server log; planned full)"
+    assert ran["prefill CUDA graph"] == "not captured (no capture in the server log; planned breakable)"
+
+
 def test_reason_of_another_topic_is_not_given() -> None:
     config = judge(["--cuda-graph-max-bs-decode", "512"], server_info(), [MULTIMODAL, MAX_RUNNING_RESET])
     assert outcome(config, "--cuda-graph-max-bs-decode").because is None

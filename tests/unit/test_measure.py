@@ -66,10 +66,13 @@ def test_itl_percentiles_come_from_chunk_gaps() -> None:
     assert result.itl_p99 == pytest.approx(0.05 - 0.01 * 0.04)
 
 
-def test_a_metric_only_some_samples_have_is_not_summarised() -> None:
+def test_a_metric_only_some_samples_have_is_summarised_over_those_samples() -> None:
     records = [_record([0.1, 0.2], 2, verify_ct=1), _record([0.1, 0.2], 2), _record([0.5], 1)]
     result = build_result(records, variant="v", params=PARAMS, boot_seconds=1.0, simulated=False)
-    assert set(result.summaries) == {"output_throughput", "ttft", "boot_seconds"}
+    counts = {name: summary.n for name, summary in result.summaries.items()}
+    assert counts == {"output_throughput": 3, "decode_throughput": 2, "ttft": 3, "tpot": 2, "accept_length": 1,
+                      "boot_seconds": 1}
+    assert len(result.samples) == 3  # none dropped
 
 
 def test_single_chunk_records_have_no_itl() -> None:

@@ -66,6 +66,7 @@ def test_results_round_trip(tmp_path: Path) -> None:
             "baseline": check.baseline, "measured": check.measured, "change": check.change,
             "allowed": check.allowed, "verdict": check.verdict.value, "unit": check.unit,
             "p_value": check.p_value, "detectable": check.detectable, "method": check.method, "n": check.n,
+            "note": check.note,
         }
     assert first["metrics"]["output_throughput"]["verdict"] == "regressed"
     assert {k: Summary.from_dict(v) for k, v in first["summaries"].items()} == dict(slow.summaries)

@@ -9,13 +9,17 @@ from typing import Any
 import pytest
 
 from pytest_sglang_perf.server.describe import (
+    config_brief,
     config_lines,
+    failure_lines,
     graph_use_text,
+    ready_line,
     server_summary_lines,
     startup_text,
     strict_failure,
     verdict_line,
     warning_text,
+    wrap_lines,
 )
 from pytest_sglang_perf.server.effective import EffectiveConfig, evaluate, redact_info, unavailable
 from pytest_sglang_perf.server.logscan import strip_prefix
@@ -182,9 +186,11 @@ def test_server_summary_lines_per_variant() -> None:
                         "/server_info)")
     assert lines[1:5] == config_lines(configs["base"])[1:]
     assert lines[5].startswith("  startup: boot 61.5 s, load_weight 40.10 s, cuda graphs 30.51 s, ")
-    assert lines[6] == "variant mm (SIMULATED): effective configuration DIFFERS from the request (2 finding(s))"
+    mm = lines.index("variant mm (SIMULATED): effective configuration DIFFERS from the request (2 finding(s))")
+    assert mm > 6 and all(line.startswith("    ") for line in lines[6:mm])  # wrapped, indented deeper
     assert lines[-1] == "  startup: SGLang logged no startup facts"  # no boot time measured for mm
-    assert len(lines) == 1 + 4 + 1 + len(config_lines(configs["mm"])) + 1
+    assert lines[mm + 1:-1] == wrap_lines(config_lines(configs["mm"]))[1:]
+    assert all(len(line) <= 120 for line in lines)
 
 
 def test_server_summary_lines_without_simulation_or_facts() -> None:
@@ -229,3 +235,32 @@ def test_runtime_graph_use_line_counts_batches_with_a_graph() -> None:
     assert lines[-1] == f"  runtime: {graph_use_text(use)}"
     assert graph_use_text(GraphUse(0, 0, 0, 0)) == ("prefill batches 0/0, decode batches 0/0 ran with a graph "
                                                     "(SGLang's batch log lines)")
+
+
+# The one-line boot summary and a failing test's server lines ----------------------------------------------------
+
+
+def test_config_brief_in_a_few_words() -> None:
+    assert config_brief(ok_config()) == "config ok"
+    assert config_brief(differing_config()) == "config DIFFERS (2 finding(s))"
+    assert config_brief(dataclasses.replace(ok_config(), duplicate=DUPLICATE)) == "config: measures nothing new"
+    assert config_brief(unavailable("v", "HTTP 404", StartupFacts())) == "config NOT verified"
+    nvls = judge("v", ["--enable-nccl-nvls"], server_info(enable_nccl_nvls=True))
+    assert config_brief(nvls) == "config ok, 1 note(s)"
+
+
+def test_ready_line() -> None:
+    assert ready_line(ok_config(), startup_facts(BOOT_LOG), 61.54, True, "base.log") == (
+        "ready in 61.5 s (SIMULATED; graphs 30.51 s; config ok; log base.log)")
+    assert ready_line(differing_config(), None, 2.0, False, "mm.log") == (
+        "ready in 2.0 s (config DIFFERS (2 finding(s)); log mm.log)")
+
+
+def test_failure_lines_name_the_findings_boot_costs_and_log_but_not_what_ran() -> None:
+    lines = failure_lines(differing_config(), startup_facts(BOOT_LOG), 61.5, "logs/mm.log")
+    assert lines[0] == "server: effective configuration DIFFERS from the request (2 finding(s))"
+    assert lines[1].startswith("  WARNING: requested --speculative-num-draft-tokens 5, server ran 4, because: ")
+    assert [line for line in lines if line.startswith("  startup: boot 61.5 s, load_weight 40.10 s")]
+    assert lines[-1] == "  log: logs/mm.log"
+    assert not [line for line in lines if "CUDA graph: " in line]  # what ran: the servers section has it
+    assert all(len(line) <= 120 for line in lines)

@@ -136,9 +136,9 @@ def test_plan_simulated_and_real(tmp_path: Path) -> None:
     assert sim.command[-2:] == ("--sim-ttft", "0.1") and sim.args == ("--api-key", "sekret", "--x")
 
 
-def test_simulating_a_hub_model_needs_a_local_config(tmp_path: Path) -> None:
+def test_simulating_an_unknown_hub_model_needs_a_local_config(tmp_path: Path) -> None:
     s = parse_settings({"model": "org/M"}, source="pyproject.toml [tool.sglang_perf]", root=tmp_path)
-    with pytest.raises(ConfigError, match=r"simulate.model_path: the simulator reads config.json"):
+    with pytest.raises(ConfigError, match=r"neither a local folder with a config.json nor a model the plugin ships"):
         plan_server(s, s.variants[0], simulate=True)
 
 

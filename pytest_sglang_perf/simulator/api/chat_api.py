@@ -19,7 +19,7 @@ from pytest_sglang_perf.simulator.api.protocol import (
     check_request,
     completion_response,
     parse_chat_request,
-    spec_tokens_details,
+    sglext_fields,
     token_usage,
     usage_dict,
 )
@@ -33,7 +33,8 @@ from pytest_sglang_perf.simulator.api.serving import (
     until_finished,
 )
 from pytest_sglang_perf.simulator.api.web_util import json_response
-from pytest_sglang_perf.simulator.engine.content import estimate_prompt_tokens, prompt_digest
+from pytest_sglang_perf.simulator.engine.batcher import Ticket
+from pytest_sglang_perf.simulator.engine.content import estimate_prompt_tokens, prompt_digest, prompt_token_ids
 from pytest_sglang_perf.simulator.engine.engine import SimEngine
 from pytest_sglang_perf.simulator.engine.requests import Generation, PromptSpec
 
@@ -58,7 +59,7 @@ def _prompt(chat: ChatRequest, engine: SimEngine) -> PromptSpec:
     prompt_tokens = estimate_prompt_tokens(chat.messages)
     check_request(chat, prompt_tokens, engine.setup.resolution.context_len)
     return PromptSpec(prompt_digest(chat.messages), prompt_tokens, chat.max_tokens, chat.min_tokens, chat.ignore_eos,
-                      chat.seed)
+                      chat.seed, prompt_token_ids(chat.messages))
 
 
 async def _complete(request: web.Request, engine: SimEngine, chat: ChatRequest, generation: Generation,
@@ -70,7 +71,8 @@ async def _complete(request: web.Request, engine: SimEngine, chat: ChatRequest, 
         ticket.abort()
     observe_finished(request, generation, Timing(start, ticket), streaming=False)
     body = completion_response(generation.rid, generation.created, chat, "".join(generation.texts),
-                               generation.outcome, _cache_report(engine), _weight_version(engine))
+                               generation.outcome, _cache_report(engine), _weight_version(engine),
+                               ticket.cached_tokens)
     if engine.faults.no_usage:
         body["usage"] = None
     return json_response(body)
@@ -82,6 +84,7 @@ async def _stream(request: web.Request, engine: SimEngine, chat: ChatRequest, ge
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream; charset=utf-8"})
     ticket = engine.submit(generation)
     cut_after = engine.faults.cut_stream
+    burst = engine.faults.burst_at == engine.requests_arrived  # all content in one write, as a buffering proxy
     try:
         pending = [encoder.role()]
         async for first, end in completed_steps(ticket):
@@ -89,13 +92,14 @@ async def _stream(request: web.Request, engine: SimEngine, chat: ChatRequest, ge
                 await response.prepare(request)
             if cut_after is not None and end > cut_after:
                 await response.write(b"".join([*pending, *_content(chat, generation, encoder, first, cut_after,
-                                                                   engine)]))
+                                                                   engine, ticket)]))
                 cut(request)
                 return response
-            pending.extend(_content(chat, generation, encoder, first, end, engine))
-            await response.write(b"".join(pending))
-            pending = []
-        await response.write(_closing_chunks(engine, chat, generation, encoder))
+            pending.extend(_content(chat, generation, encoder, first, end, engine, ticket))
+            if not burst:
+                await response.write(b"".join(pending))
+                pending = []
+        await response.write(b"".join([*pending, _closing_chunks(engine, chat, generation, encoder, ticket)]))
         await response.write_eof()
     except ConnectionResetError:
         pass
@@ -106,7 +110,7 @@ async def _stream(request: web.Request, engine: SimEngine, chat: ChatRequest, ge
 
 
 def _content(chat: ChatRequest, generation: Generation, encoder: ChunkEncoder, start: int, end: int,
-             engine: SimEngine) -> list[bytes]:
+             engine: SimEngine, ticket: Ticket) -> list[bytes]:
     texts = generation.texts
     if not chat.continuous_usage_stats:
         return [encoder.content(texts[i]) for i in range(start, end)]
@@ -115,18 +119,20 @@ def _content(chat: ChatRequest, generation: Generation, encoder: ChunkEncoder, s
     chunks = []
     for i in range(start, end):
         done += counts[i]
-        chunks.append(encoder.content_with_usage(texts[i], token_usage(prompt, done, _cache_report(engine))))
+        usage = token_usage(prompt, done, _cache_report(engine), ticket.cached_tokens)
+        chunks.append(encoder.content_with_usage(texts[i], usage))
     return chunks
 
 
-def _closing_chunks(engine: SimEngine, chat: ChatRequest, generation: Generation, encoder: ChunkEncoder) -> bytes:
-    outcome = generation.outcome
+def _closing_chunks(engine: SimEngine, chat: ChatRequest, generation: Generation, encoder: ChunkEncoder,
+                    ticket: Ticket) -> bytes:
+    outcome, cached_tokens = generation.outcome, ticket.cached_tokens
     chunks = [encoder.finish(outcome.finish_reason, outcome.matched_stop)]
-    details = spec_tokens_details(outcome) if chat.return_spec_tokens_details else None
-    if details is not None:
-        chunks.append(encoder.sglext(details))
+    sglext = sglext_fields(chat, outcome, cached_tokens)
+    if sglext:
+        chunks.append(encoder.sglext(sglext.get("spec_tokens_details"), sglext.get("cached_tokens_details")))
     if chat.include_usage and not engine.faults.no_usage:
-        chunks.append(encoder.usage(usage_dict(outcome, _cache_report(engine))))
+        chunks.append(encoder.usage(usage_dict(outcome, _cache_report(engine), cached_tokens)))
     chunks.append(DONE)
     return b"".join(chunks)
 

@@ -10,13 +10,15 @@ _calculate_spec_decoding_metrics).
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
-from pytest_sglang_perf.simulator.api.protocol import RequestError
+from pytest_sglang_perf.simulator.api.protocol import RequestError, cached_tokens_details
+from pytest_sglang_perf.simulator.engine.content import text_token_ids
 from pytest_sglang_perf.simulator.engine.requests import Outcome
 
 DEFAULT_MAX_NEW_TOKENS = 128
@@ -38,6 +40,13 @@ class GenerateRequest:
     def prompt_tokens(self, index: int) -> int:
         prompt = self.prompts[index]
         return len(prompt) if isinstance(prompt, tuple) else max(1, len(prompt.encode()) // 4)
+
+    def prompt_ids(self, index: int) -> tuple[int, ...]:
+        """The ids sent, or the text's stand-in ids (as many as prompt_tokens counts), for the prefix cache."""
+        prompt = self.prompts[index]
+        if isinstance(prompt, tuple):
+            return prompt
+        return text_token_ids(prompt) or (zlib.crc32(prompt.encode()),)
 
     def digest_text(self, index: int) -> str:
         prompt = self.prompts[index]
@@ -108,14 +117,15 @@ def finish_reason(outcome: Outcome) -> dict[str, Any]:
 
 
 def meta_info(rid: str, outcome: Outcome, completion_tokens: int, weight_version: str,
-              final: bool, e2e_latency: float) -> dict[str, Any]:
-    """The meta_info of one output object; `final` adds the finish reason, e2e_latency and spec fields."""
+              final: bool, e2e_latency: float, cached_tokens: int = 0) -> dict[str, Any]:
+    """The meta_info of one output object; `final` adds the finish reason, e2e_latency and spec fields.
+    `cached_tokens`: the prompt tokens the radix cache held (details by tier, or null without a hit)."""
     info: dict[str, Any] = {
         "id": rid, "finish_reason": finish_reason(outcome) if final else None,
         "prompt_tokens": outcome.prompt_tokens, "weight_version": weight_version, "num_retractions": 0,
-        "reasoning_tokens": 0, "completion_tokens": completion_tokens, "cached_tokens": 0,
+        "reasoning_tokens": 0, "completion_tokens": completion_tokens, "cached_tokens": cached_tokens,
         "weight_versions": [{"version": weight_version, "start": 0, "end": completion_tokens}],
-        "cached_tokens_details": None, "dp_rank": None,
+        "cached_tokens_details": cached_tokens_details(cached_tokens), "dp_rank": None,
     }
     if final:
         info["e2e_latency"] = e2e_latency

@@ -59,7 +59,7 @@ def _prompt(parsed: GenerateRequest, index: int, engine: SimEngine) -> PromptSpe
     tokens = parsed.prompt_tokens(index)
     check_prompt_fits(tokens, engine.setup.resolution.context_len)
     return PromptSpec(parsed.digest_text(index), tokens, parsed.max_new_tokens, parsed.min_new_tokens,
-                      parsed.ignore_eos, None)
+                      parsed.ignore_eos, None, parsed.prompt_ids(index))
 
 
 @dataclass(frozen=True)
@@ -130,7 +130,8 @@ def _object(engine: SimEngine, generation: Generation, timing: Timing, steps: in
     text = "".join(generation.texts[i] for i in chosen)
     ids = [token for i in chosen for token in generation.ids[i]]
     done = sum(generation.plan.step_tokens[:steps])
-    info = meta_info(generation.rid, generation.outcome, done, _weight_version(engine), final, timing.e2e)
+    info = meta_info(generation.rid, generation.outcome, done, _weight_version(engine), final, timing.e2e,
+                     timing.ticket.cached_tokens)
     if not final:
         info.pop("weight_versions")
     return output_object(text, ids, _with_time_stats(info, timing, final, streamed and steps == 1, streamed,

@@ -2,7 +2,9 @@
 
 Field names, their order and which nulls are emitted follow protocol.py and sse_utils.py: a content
 chunk's delta always carries `reasoning_content`; the `choices: []` sglext chunk carries `usage: null`;
-the usage chunk has no `sglext` key.
+the usage chunk has no `sglext` key. A request's prefix-cache hits (docs/sglang-0.5.23.md §3.5) show as
+`sglext.cached_tokens_details` when asked (`return_cached_tokens_details`) and there was a hit, and as
+`usage.prompt_tokens_details.cached_tokens` with `--enable-cache-report`.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ class ChatRequest:
     continuous_usage_stats: bool
     return_spec_tokens_details: bool
     n: int
+    return_cached_tokens_details: bool = False
 
 
 def check_content_type(content_type: str) -> None:
@@ -75,6 +78,7 @@ def parse_chat_request(body: bytes, default_include_usage: bool = False) -> Chat
         continuous_usage_stats=bool(options.get("continuous_usage_stats")),
         return_spec_tokens_details=_typed(data, "return_spec_tokens_details", bool, False),
         n=_typed(data, "n", int, 1),
+        return_cached_tokens_details=_typed(data, "return_cached_tokens_details", bool, False),
     )
 
 
@@ -130,22 +134,42 @@ def check_prompt_fits(prompt_tokens: int, context_len: int) -> None:
                            f"({context_len} tokens).")
 
 
-def usage_dict(outcome: Outcome, cache_report: bool) -> dict[str, Any]:
+def usage_dict(outcome: Outcome, cache_report: bool, cached_tokens: int = 0) -> dict[str, Any]:
     """The final UsageInfo of a request."""
-    return token_usage(outcome.prompt_tokens, outcome.completion_tokens, cache_report)
+    return token_usage(outcome.prompt_tokens, outcome.completion_tokens, cache_report, cached_tokens)
 
 
-def token_usage(prompt_tokens: int, completion_tokens: int, cache_report: bool) -> dict[str, Any]:
+def token_usage(prompt_tokens: int, completion_tokens: int, cache_report: bool,
+                cached_tokens: int = 0) -> dict[str, Any]:
     """UsageInfo (also per chunk with `continuous_usage_stats`): nulls are emitted; `prompt_tokens_details` only
-    with --enable-cache-report (no prefix-cache hits here); completion_tokens_details only with reasoning tokens."""
+    with --enable-cache-report (usage_processor.py), with the prompt tokens the radix cache held;
+    completion_tokens_details only with reasoning tokens."""
     return {
         "prompt_tokens": prompt_tokens,
         "total_tokens": prompt_tokens + completion_tokens,
         "completion_tokens": completion_tokens,
-        "prompt_tokens_details": {"cached_tokens": 0} if cache_report else None,
+        "prompt_tokens_details": {"cached_tokens": cached_tokens} if cache_report else None,
         "reasoning_tokens": 0,
         "completion_tokens_details": None,
     }
+
+
+def cached_tokens_details(cached_tokens: int) -> dict[str, int] | None:
+    """CachedTokensDetails of a request: None without a hit (SGLang then sends no field), else the hits by tier;
+    all on the device here (output_streamer.py::get_cached_tokens_details without hierarchical cache)."""
+    return {"device": cached_tokens, "host": 0} if cached_tokens > 0 else None
+
+
+def sglext_fields(chat: ChatRequest, outcome: Outcome, cached_tokens: int) -> dict[str, Any]:
+    """What a request's `sglext` carries, in SglExt's field order; empty when nothing was asked or found."""
+    fields: dict[str, Any] = {}
+    cached = cached_tokens_details(cached_tokens) if chat.return_cached_tokens_details else None
+    if cached is not None:
+        fields["cached_tokens_details"] = cached
+    spec = spec_tokens_details(outcome) if chat.return_spec_tokens_details else None
+    if spec is not None:
+        fields["spec_tokens_details"] = spec
+    return fields
 
 
 def spec_tokens_details(outcome: Outcome) -> dict[str, Any] | None:
@@ -188,8 +212,14 @@ class ChunkEncoder:
     def finish(self, reason: str, matched_stop: int | None) -> bytes:
         return _sse({**self._head, "choices": [_stream_choice({"reasoning_content": None}, reason, matched_stop)]})
 
-    def sglext(self, details: Mapping[str, Any]) -> bytes:
-        return _sse({**self._head, "choices": [], "usage": None, "sglext": {"spec_tokens_details": details}})
+    def sglext(self, spec: Mapping[str, Any] | None = None, cached: Mapping[str, Any] | None = None) -> bytes:
+        """The `choices: []` chunk with the request's speculative statistics and/or prefix-cache hits."""
+        fields: dict[str, Any] = {}
+        if cached is not None:
+            fields["cached_tokens_details"] = cached
+        if spec is not None:
+            fields["spec_tokens_details"] = spec
+        return _sse({**self._head, "choices": [], "usage": None, "sglext": fields})
 
     def usage(self, usage: Mapping[str, Any]) -> bytes:
         return _sse({**self._head, "choices": [], "usage": usage})
@@ -204,18 +234,19 @@ def _sse(payload: Mapping[str, Any]) -> bytes:
 
 
 def completion_response(rid: str, created: int, chat: ChatRequest, text: str, outcome: Outcome,
-                        cache_report: bool, weight_version: str) -> dict[str, Any]:
+                        cache_report: bool, weight_version: str, cached_tokens: int = 0) -> dict[str, Any]:
     """ChatCompletionResponse (non-streamed)."""
     message = {"role": "assistant", "content": text, "reasoning_content": None}
     choice = {"index": 0, "message": message, "logprobs": None, "finish_reason": outcome.finish_reason,
               "matched_stop": outcome.matched_stop}
     response: dict[str, Any] = {
         "id": rid, "object": "chat.completion", "created": created, "model": chat.model, "choices": [choice],
-        "usage": usage_dict(outcome, cache_report), "metadata": weight_metadata(weight_version, outcome),
+        "usage": usage_dict(outcome, cache_report, cached_tokens),
+        "metadata": weight_metadata(weight_version, outcome),
     }
-    details = spec_tokens_details(outcome) if chat.return_spec_tokens_details else None
-    if details is not None:
-        response["sglext"] = {"spec_tokens_details": details}
+    sglext = sglext_fields(chat, outcome, cached_tokens)
+    if sglext:
+        response["sglext"] = sglext
     return response
 
 

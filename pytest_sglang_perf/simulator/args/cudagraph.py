@@ -100,9 +100,15 @@ def parse_cuda_graph_config(values: Mapping[str, Any]) -> CudaGraphPlan:
         for key, value in phase_settings.items():
             settings[(phase, key)] = value
     return CudaGraphPlan(
-        decode=_phase(DECODE, FULL, settings), prefill=_phase(PREFILL, BREAKABLE, settings),
+        decode=_phase(DECODE, FULL, settings), prefill=_phase(PREFILL, _default_prefill_backend(values), settings),
         locked=frozenset(settings),
     )
+
+
+def _default_prefill_backend(values: Mapping[str, Any]) -> str:
+    """cuda_graph_config.py::default_prefill_backend: breakable on CUDA, opt-in (disabled) on other devices."""
+    device = str(values.get("device") or "cuda").split(":")[0]
+    return BREAKABLE if device == "cuda" else DISABLED
 
 
 def _phase(phase: str, default_backend: str, settings: Mapping[tuple[str, str], Any]) -> PhasePlan:

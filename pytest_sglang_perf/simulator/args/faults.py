@@ -16,6 +16,8 @@ SPEC is a comma-separated list of faults; each fault is a name with `:`-separate
 | `short:N`           | stops every request N tokens before its max_tokens, even with ignore_eos                   |
 | `slow-after:N:F[:M]`| after N generation requests, every duration is F times longer (F >= 1); with M, only for  |
 |                     | the next M requests, then normal again (a transient slowdown: a busy machine)             |
+| `burst-at:N`        | streams request N's content in one write at its end (one read carries every chunk, as  |
+|                     | behind a buffering proxy): the client sees no decode time for that request              |
 | `no-server-info`    | `/server_info` and `/get_server_info` answer 404, like a proxy that exposes only the APIs  |
 
 e.g. `--sim-fault die-after:3` or `SGLANG_SIM_FAULT="http-500:0.3,slow-after:2:4"`. Generation requests are
@@ -28,8 +30,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
-_USAGE = ("crash-at-boot, hang-at-boot, fail-warmup, die-after:N, http-500:P, cut-stream:N, no-usage, short:N, "
-          "slow-after:N:FACTOR[:M], no-server-info (combine with commas)")
+_USAGE = ("crash-at-boot, hang-at-boot, fail-warmup, die-after:N, http-500:P, cut-stream:N, burst-at:N, no-usage, "
+          "short:N, slow-after:N:FACTOR[:M], no-server-info (combine with commas)")
 
 
 @dataclass(frozen=True)
@@ -40,6 +42,8 @@ class Faults:
     die_after: int | None = None
     http_500: float = 0.0
     cut_stream: int | None = None
+    burst_at: int | None = None
+    """The 1-based generation request whose streamed content goes out in one write."""
     no_usage: bool = False
     short: int = 0
     slow_after: tuple[int, float, int | None] | None = None
@@ -144,6 +148,7 @@ _HANDLERS: dict[str, Callable[[Faults, list[str]], Faults]] = {
     "no-server-info": _no_args("no_server_info"),
     "die-after": _one_count("die_after", 0),
     "cut-stream": _one_count("cut_stream", 0),
+    "burst-at": _one_count("burst_at", 1),
     "short": _one_count("short", 1),
     "http-500": _http_500,
     "slow-after": _slow_after,

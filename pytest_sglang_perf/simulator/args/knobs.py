@@ -7,7 +7,9 @@ Precedence: command line > environment > default. A bad value names where it cam
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable, Mapping
+import difflib
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,6 +17,9 @@ from pytest_sglang_perf.sglang_facts.gpus import GpuTableError, find_gpu, load_g
 from pytest_sglang_perf.simulator.args.faults import Faults, parse_faults
 
 ENV_PREFIX = "SGLANG_SIM_"
+KNOB_PREFIX = "--sim-"
+_NEGATIVE_NUMBER = re.compile(r"^-\d+$|^-\d*\.\d+$")
+"""What argparse takes as a value, not an option, after a flag (its `_negative_number_matcher`)."""
 
 
 class KnobError(ValueError):
@@ -167,3 +172,51 @@ def _resolve_one(spec: KnobSpec, cli_value: Any, environ: Mapping[str, str]) -> 
         raise KnobError(
             f"invalid value {text!r} for environment variable {spec.env}: {exc}{example}; unset it to use the "
             "default") from None
+
+
+def knob_errors(args: Sequence[str]) -> list[str]:
+    """What is wrong with the `--sim-*` knobs of a command line, cause first, one message each: an unknown knob (with
+    the closest known name), a knob without its value, a value the knob cannot use. Empty when they are all fine.
+
+    Pure (the environment's SGLANG_SIM_* values are checked by resolve_knobs); the simulator prints these before
+    parsing anything else, and a pre-flight check can call it on a planned command line. Other flags are SGLang's
+    parser's business, and a knob is known only by its full name (no abbreviations, as split_knobs parses them)."""
+    specs = {spec.flag: spec for spec in KNOB_SPECS}
+    errors = []
+    for i, arg in enumerate(args):
+        if not arg.startswith(KNOB_PREFIX):
+            continue
+        flag, inline, value = arg.partition("=")
+        spec = specs.get(flag)
+        if spec is None:
+            errors.append(_unknown_knob(flag, specs))
+            continue
+        given = value if inline else _next_value(args, i)
+        problem = _value_problem(spec, given)
+        if problem is not None:
+            errors.append(problem)
+    return errors
+
+
+def _unknown_knob(flag: str, specs: Mapping[str, KnobSpec]) -> str:
+    names = [known.removeprefix(KNOB_PREFIX) for known in specs]
+    close = difflib.get_close_matches(flag.removeprefix(KNOB_PREFIX), names, n=1, cutoff=0.6)
+    hint = f"did you mean {KNOB_PREFIX}{close[0]}?" if close else f"known knobs: {', '.join(specs)}"
+    return f"unknown knob {flag} ({hint})"
+
+
+def _next_value(args: Sequence[str], i: int) -> str | None:
+    if i + 1 >= len(args):
+        return None
+    value = args[i + 1]
+    return None if value.startswith("-") and not _NEGATIVE_NUMBER.match(value) else value
+
+
+def _value_problem(spec: KnobSpec, value: str | None) -> str | None:
+    if value is None:
+        return f"{spec.flag} needs a value ({spec.metavar}): {spec.help}"
+    try:
+        spec.parse(value)
+    except ValueError as exc:
+        return f"invalid value {value!r} for {spec.flag}: {exc}"
+    return None

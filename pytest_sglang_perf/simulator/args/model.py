@@ -1,4 +1,5 @@
-"""The simulated model: what SGLang reads from `config.json` at `--model-path`.
+"""The simulated model: what SGLang reads from `config.json` at `--model-path` (a local folder's, else the config
+the project ships for a known Hugging Face id).
 
 Only sizes and names are read (architecture, context length, layer and head counts); they feed
 `/model_info`, the memory plan, the log lines and the roofline timing model (engine/roofline.py).
@@ -11,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_sglang_perf.sglang_facts.known_models import known_models_text, model_config_file
 from pytest_sglang_perf.sglang_facts.model_fields import (
     EXPERT_COUNT_KEYS,
     EXPERT_SIZE_KEYS,
@@ -131,16 +133,19 @@ class ModelConfig:
 
 
 def load_model_config(model_path: str) -> ModelConfig:
-    """The model at `model_path`, from its config.json, which must give every field the simulator needs."""
-    config_file = Path(model_path) / "config.json"
-    try:
-        raw = read_model_config(config_file)
-    except FileNotFoundError:
+    """The model at `model_path`, from its config.json, which must give every field the simulator needs: a local
+    folder's own, else the shipped config of a model id the project knows (sglang_facts/known_models.py), as SGLang
+    reads a local folder first and a Hugging Face id from the hub."""
+    config_file = model_config_file(model_path)
+    if config_file is None:
         raise ModelConfigError(
-            f"Can't load the configuration of '{model_path}': {config_file} does not exist. "
+            f"Can't load the configuration of '{model_path}': {Path(model_path) / 'config.json'} does not exist, and "
+            f"'{model_path}' is not a model the simulator ships a config for ({known_models_text()}). "
             "The simulator reads the model's config.json from --model-path; point --model-path at a "
             "local model folder that contains config.json (copying the model's config.json is enough)."
-        ) from None
+        )
+    try:
+        raw = read_model_config(config_file)
     except ModelConfigFileError as exc:
         raise ModelConfigError(f"Can't load the configuration of '{model_path}': {exc}") from None
     return model_config_from_dict(model_path, raw)

@@ -2,9 +2,10 @@
 
 Like SGLang's scheduler (docs/sglang-0.5.23.md §7.2, §7.3): at each step boundary, requests that have arrived are
 admitted (up to `max_running_requests` running and `max_prefill_tokens` new tokens) and prefilled together in one step,
-which pauses decoding; otherwise one decode step (one speculative round) runs for the whole running batch and
-every request gets its next tokens. A step's duration comes from `Pacing` (the roofline model or the knobs) for the
-batch as it is, so aggregate throughput grows with concurrency while each stream slows a little.
+which pauses decoding (the part of a prompt the radix cache holds, radix.py, is not prefilled again); otherwise one
+decode step (one speculative round) runs for the whole running batch and every request gets its next tokens. A
+step's duration comes from `Pacing` (the roofline model or the knobs) for the batch as it is, so aggregate
+throughput grows with concurrency while each stream slows a little.
 
 Steps are laid on a clock of absolute deadlines (the event loop's time): when the loop wakes late, the steps already
 due are completed at once, so a late wake-up costs no throughput and shifts no later step. The loop yields to the
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from statistics import fmean
 
 from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
+from pytest_sglang_perf.simulator.engine.radix import RadixCache
 from pytest_sglang_perf.simulator.engine.schedule import Pacing
 
 YIELD_EVERY = 0.002
@@ -34,6 +36,9 @@ class Ticket:
     prompt_tokens: int
     jitter: float
     arrival: float
+    prompt_ids: tuple[int, ...] = ()
+    cached_tokens: int = 0
+    """Prompt tokens the prefill read from the radix cache (set when the request is admitted)."""
     done_steps: int = 0
     generated: int = 0
     """Tokens of the completed steps."""
@@ -49,6 +54,11 @@ class Ticket:
     @property
     def context_tokens(self) -> int:
         return self.prompt_tokens + self.generated
+
+    @property
+    def new_tokens(self) -> int:
+        """Prompt tokens its prefill computes."""
+        return self.prompt_tokens - self.cached_tokens
 
     async def progressed(self) -> None:
         """Wait until at least one more step completed (or the request finished)."""
@@ -76,8 +86,9 @@ class _Step:
 
 class Batcher:
     def __init__(self, pacing: Pacing, stats: DecodeStats, max_running: int, max_prefill_tokens: int,
-                 emit: Callable[[str], None]) -> None:
+                 emit: Callable[[str], None], cache: RadixCache | None = None) -> None:
         self.pacing, self.stats = pacing, stats
+        self.cache = cache if cache is not None else RadixCache(enabled=False)
         self.max_running, self.max_prefill_tokens = max(1, max_running), max(1, max_prefill_tokens)
         self.emit = emit
         self.slow_factor = 1.0
@@ -94,8 +105,9 @@ class Batcher:
 
     # -- what the HTTP side uses -------------------------------------------------------------------
 
-    def submit(self, step_tokens: tuple[int, ...], prompt_tokens: int, jitter: float = 1.0) -> Ticket:
-        ticket = Ticket(step_tokens, prompt_tokens, jitter, asyncio.get_running_loop().time())
+    def submit(self, step_tokens: tuple[int, ...], prompt_tokens: int, jitter: float = 1.0,
+               prompt_ids: tuple[int, ...] = ()) -> Ticket:
+        ticket = Ticket(step_tokens, prompt_tokens, jitter, asyncio.get_running_loop().time(), prompt_ids)
         if not step_tokens:
             ticket._event.set()
             return ticket
@@ -158,23 +170,29 @@ class Batcher:
         return None
 
     def _admit(self) -> list[Ticket]:
-        """Arrived requests, first come first served, within the free slots and the prefill token budget."""
+        """Arrived requests, first come first served, within the free slots and the prefill token budget (of new
+        tokens: what the radix cache holds of a prompt is not prefilled)."""
         admitted: list[Ticket] = []
         budget = self.max_prefill_tokens
         while self._waiting and len(self._running) + len(admitted) < self.max_running:
             ticket = self._waiting[0]
-            if ticket.arrival > self.clock or (admitted and ticket.prompt_tokens > budget):
+            if ticket.arrival > self.clock:
+                break
+            ticket.cached_tokens = self.cache.match(ticket.prompt_ids)
+            if admitted and ticket.new_tokens > budget:
                 break
             admitted.append(self._waiting.popleft())
-            budget -= ticket.prompt_tokens
+            budget -= ticket.new_tokens
         return admitted
 
     def _prefill_step(self, admitted: list[Ticket]) -> _Step:
-        new_tokens = sum(t.prompt_tokens for t in admitted)
+        new_tokens = sum(t.new_tokens for t in admitted)
+        cached_tokens = sum(t.cached_tokens for t in admitted)
         graph = self.pacing.costs.uses_prefill_graph(new_tokens)
         self.emit(self.stats.prefill_line(len(admitted), new_tokens, len(self._running), self.running_tokens,
-                                          len(self._waiting), graph, self.clock))
-        seconds = self.pacing.prefill(new_tokens, fmean(t.jitter for t in admitted) * self.slow_factor)
+                                          len(self._waiting), graph, self.clock, cached_tokens))
+        factor = fmean(t.jitter for t in admitted) * self.slow_factor
+        seconds = self.pacing.prefill(new_tokens, factor, cached_tokens)
         return _Step(self.clock + seconds, graph, prefill=tuple(admitted))
 
     def _decode_step(self) -> _Step:
@@ -195,11 +213,12 @@ class Batcher:
     def _complete(self, step: _Step) -> None:
         self.clock = step.end
         for ticket in step.prefill:
+            self.cache.insert(ticket.prompt_ids)
             ticket._advance(step.end)
             if not ticket.finished:
                 self._running.append(ticket)
         if step.prefill and self.on_forward is not None:
-            self.on_forward("prefill", step.graph, sum(t.prompt_tokens for t in step.prefill))
+            self.on_forward("prefill", step.graph, sum(t.new_tokens for t in step.prefill))
         if step.decode:
             self._complete_decode(step)
         self._running = [t for t in self._running if not t.finished and not t.aborted]

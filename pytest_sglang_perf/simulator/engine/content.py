@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import random
+import zlib
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,6 +25,8 @@ _FIRST_ID = 100
 _BYTES_PER_TOKEN = 4
 _TOKENS_PER_MESSAGE = 4
 _TOKENS_PER_PROMPT = 3
+_TEMPLATE_IDS = (1, 2, 3)
+"""The chat template's opening tokens: the same for every prompt, as a real template's are."""
 
 
 def request_key(sim_seed: int, seed: int | None, counter: int, prompt_digest: str) -> str:
@@ -48,6 +51,25 @@ def estimate_prompt_tokens(messages: Iterable[Mapping[str, Any]]) -> int:
     for message in messages:
         total += _TOKENS_PER_MESSAGE + len(_message_text(message).encode()) // _BYTES_PER_TOKEN
     return total
+
+
+def prompt_token_ids(messages: Iterable[Mapping[str, Any]]) -> tuple[int, ...]:
+    """Stand-in token ids of a chat prompt, as many as estimate_prompt_tokens counts: the template's opening tokens,
+    then per message its role's header tokens and one id per 4 bytes of text, so that prompts sharing a beginning
+    share a token prefix (what the prefix cache matches on)."""
+    ids: list[int] = list(_TEMPLATE_IDS)
+    for message in messages:
+        role = str(message.get("role", ""))
+        ids.extend(zlib.crc32(f"{role}|{k}".encode()) for k in range(_TOKENS_PER_MESSAGE))
+        ids.extend(text_token_ids(_message_text(message)))
+    return tuple(ids)
+
+
+def text_token_ids(text: str) -> tuple[int, ...]:
+    """One stand-in id per whole 4 bytes of text (a partial last word is not a token of its own)."""
+    data = text.encode()
+    return tuple(int.from_bytes(data[i:i + _BYTES_PER_TOKEN], "little")
+                 for i in range(0, len(data) - _BYTES_PER_TOKEN + 1, _BYTES_PER_TOKEN))
 
 
 def token_texts(key: str, count: int) -> list[str]:

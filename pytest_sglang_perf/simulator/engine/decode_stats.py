@@ -53,11 +53,12 @@ class DecodeStats:
         return self._total_accept_tokens / self._total_verify
 
     def prefill_line(self, new_seqs: int, new_tokens: int, running_reqs: int, running_tokens: int, queue: int,
-                     graph: bool, now: float) -> str:
+                     graph: bool, now: float, cached_tokens: int = 0) -> str:
+        """`new_tokens` are computed; `cached_tokens` came from the radix cache (not in the input throughput)."""
         gap = now - self._prefill_tic
         self._prefill_tic = now
         self.last_input_throughput = new_tokens / gap if gap > 0 else 0.0
-        return (f"Prefill batch, #new-seq: {new_seqs}, #new-token: {new_tokens}, #cached-token: 0, "
+        return (f"Prefill batch, #new-seq: {new_seqs}, #new-token: {new_tokens}, #cached-token: {cached_tokens}, "
                 f"token usage: {self._ratio(running_tokens):.2f}, #running-req: {running_reqs}, "
                 f"#queue-req: {queue}, #pending-token: 0, "
                 f"{self.extra}{self.graph_label}: {graph}, "

@@ -19,6 +19,7 @@ from pytest_sglang_perf.simulator.engine import info
 from pytest_sglang_perf.simulator.engine.batcher import Batcher, Ticket
 from pytest_sglang_perf.simulator.engine.content import natural_length, request_key, token_ids, token_texts
 from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
+from pytest_sglang_perf.simulator.engine.radix import RadixCache
 from pytest_sglang_perf.simulator.engine.requests import Generation, Outcome, PromptSpec
 from pytest_sglang_perf.simulator.engine.roofline import StepCosts
 from pytest_sglang_perf.simulator.engine.schedule import Acceptance, Pacing, TokenPlan, jitter_factor, plan_tokens
@@ -60,11 +61,15 @@ class SimEngine:
             graph_label="cpu graph" if resolution.args.get("device") == "cpu" else "cuda graph",
             extra="waiting-image-req: 0, " if _waits_for_images(resolution) else "",
         )
+        self.cache = RadixCache(enabled=not resolution.args.get("disable_radix_cache"),
+                                page_size=int(resolution.args.get("page_size") or 1), capacity=setup.memory.kv_tokens)
         self.batcher = Batcher(self.pacing, self.stats, setup.memory.max_running_requests,
-                               int(resolution.args.get("max_prefill_tokens") or 16384), self._scheduler_line)
+                               int(resolution.args.get("max_prefill_tokens") or 16384), self._scheduler_line,
+                               self.cache)
         self._metrics: SchedulerMetrics | None = None
         self._counter = itertools.count()
         self.requests_arrived = 0
+        self._flush_waiting = False
         self._task: asyncio.Task[None] | None = None
 
     @property
@@ -135,7 +140,7 @@ class SimEngine:
         jitter = jitter_factor(random.Random(f"{knobs.seed}|jitter|{counter}"), knobs.noise)
         texts, ids = _chunk_tokens(key, plan.step_tokens, self.setup.model.vocab_size)
         return Generation(uuid.uuid4().hex, int(time.time()), plan, texts, ids,
-                          self._outcome(plan, prompt.prompt_tokens, finish), jitter)
+                          self._outcome(plan, prompt.prompt_tokens, finish), jitter, prompt.token_ids)
 
     def _output_length(self, prompt: PromptSpec, key: str) -> tuple[int, str]:
         if prompt.ignore_eos:
@@ -160,7 +165,9 @@ class SimEngine:
         )
 
     def submit(self, generation: Generation) -> Ticket:
-        return self.batcher.submit(generation.plan.step_tokens, generation.outcome.prompt_tokens, generation.jitter)
+        """Queue a planned request; its ticket says, once admitted, how much of its prompt the radix cache held."""
+        return self.batcher.submit(generation.plan.step_tokens, generation.outcome.prompt_tokens, generation.jitter,
+                                   generation.prompt_ids)
 
     async def warmup(self) -> None:
         """The startup warmup request (8 new tokens at temperature 0) through the scheduler; SGLang counts it in
@@ -177,9 +184,12 @@ class SimEngine:
         return "/v1/chat/completions" if self.setup.model.is_multimodal else "/generate"
 
     async def flush_cache(self, timeout: float) -> str | None:
-        """SchedulerFlushWrapper: flush now when idle, or wait up to `timeout` s for idle; None when flushed, else
-        the failure message ("" when SGLang gives none)."""
-        if self.batcher.idle or (timeout > 0 and await self.batcher.wait_idle(timeout)):
+        """SchedulerFlushWrapper: flush now when idle, or wait up to `timeout` s for idle; None when flushed (the
+        radix cache emptied, the decode statistics reset), else the failure message ("" when SGLang gives none)."""
+        if self._flush_waiting:
+            return "Another flush_cache is already in progress."
+        if self.batcher.idle or (timeout > 0 and await self._wait_idle(timeout)):
+            self.cache.reset()
             self.stats.reset(asyncio.get_running_loop().time())
             self.log.info("Cache flushed successfully!", self.scheduler_prefix)
             return None
@@ -189,6 +199,14 @@ class SimEngine:
         self.log.warning(f"Cache not flushed because there are pending requests. #queue-req: {self.batcher.queued}, "
                          f"#running-req: {self.batcher.running}")
         return ""
+
+    async def _wait_idle(self, timeout: float) -> bool:
+        """A deferred flush: one at a time, like SchedulerFlushWrapper's single pending slot."""
+        self._flush_waiting = True
+        try:
+            return await self.batcher.wait_idle(timeout)
+        finally:
+            self._flush_waiting = False
 
     # ---- info endpoints ------------------------------------------------------------------------
 

@@ -17,6 +17,8 @@ class PromptSpec:
     min_tokens: int
     ignore_eos: bool
     seed: int | None
+    token_ids: tuple[int, ...] = ()
+    """The prompt's (stand-in) token ids, for the prefix cache; empty: the prompt is never cached or matched."""
 
 
 @dataclass(frozen=True)
@@ -46,3 +48,5 @@ class Generation:
     """Token ids of each step."""
     outcome: Outcome
     jitter: float
+    prompt_ids: tuple[int, ...] = ()
+    """PromptSpec.token_ids: what the prefix cache matches and keeps."""

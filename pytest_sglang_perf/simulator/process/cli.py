@@ -19,8 +19,8 @@ from typing import Any
 
 from pytest_sglang_perf.sglang_facts.config_file import ConfigFileError
 from pytest_sglang_perf.sglang_facts.flags import FlagTable, FlagTableError, load_flag_table
-from pytest_sglang_perf.simulator.args.command_line import build_sglang_parser, parse_args_and_knobs
-from pytest_sglang_perf.simulator.args.knobs import KnobError, Knobs
+from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs
+from pytest_sglang_perf.simulator.args.knobs import KnobError, Knobs, knob_errors
 from pytest_sglang_perf.simulator.args.model import ModelConfigError
 from pytest_sglang_perf.simulator.args.server_config import ServerConfig, read_command_line
 from pytest_sglang_perf.simulator.args.server_fields import shown_record
@@ -31,6 +31,7 @@ from pytest_sglang_perf.simulator.logs import SimLogger
 from pytest_sglang_perf.simulator.process.server import SimServer
 
 CHILD_STOP_SECONDS = 1.0
+HELP_HINT = "the knobs are listed under 'simulator knobs' by `python -m pytest_sglang_perf.simulator --help`"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +46,14 @@ def main(argv: list[str] | None = None) -> int:
 
 def prepare(args: Sequence[str]) -> ServerConfig | int:
     """Parse and resolve like SGLang's `prepare_server_args` + `resolve_once()`; an exit code when SGLang would
-    stop there (2 for a bad command line, 1 for a failed resolution, its error printed as SGLang's ends)."""
+    stop there (2 for a bad command line, 1 for a failed resolution, its error printed as SGLang's ends).
+
+    The simulator's own `--sim-*` knobs are checked first: a bad one exits 2 with `simulator: <cause>` lines only
+    (not SGLang's usage text, which lists no knob)."""
+    knob_problems = knob_errors(args)
+    if knob_problems:
+        _print_knob_errors(knob_problems)
+        return 2
     try:
         table = load_flag_table()
     except FlagTableError as exc:
@@ -70,17 +78,25 @@ def parse_command_line(table: FlagTable, args: Sequence[str]) -> tuple[dict[str,
         return parse_args_and_knobs(table, args, os.environ)
 
 
+def _print_knob_errors(problems: Sequence[str]) -> None:
+    for problem in problems:
+        print(f"simulator: {problem}", file=sys.stderr)
+    print(f"simulator: {HELP_HINT}", file=sys.stderr, flush=True)
+
+
 @contextlib.contextmanager
 def _exits_like_sglang(table: FlagTable) -> Iterator[None]:
-    """2 with argparse's text on a bad command line (a bad knob too), 1 with the error's last traceback line on a
-    bad `--config` file."""
+    """2 with argparse's text on a bad SGLang command line, 2 with `simulator: <cause>` on a bad SGLANG_SIM_*
+    variable (a knob of the command line also fails argparse's way here; prepare() checks knobs first), 1 with the
+    error's last traceback line on a bad `--config` file."""
     try:
         yield
     except ConfigFileError as exc:
         print(f"ValueError: {exc}", file=sys.stderr, flush=True)
         raise SystemExit(1) from None
     except KnobError as exc:
-        build_sglang_parser(table).error(str(exc))
+        print(f"simulator: {exc}", file=sys.stderr, flush=True)
+        raise SystemExit(2) from None
 
 
 def _log_resolution(log: SimLogger, config: ServerConfig) -> None:
