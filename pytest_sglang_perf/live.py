@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_sglang_perf.server.describe import config_lines, ready_line, wrap_lines
+from pytest_sglang_perf.server.describe import config_lines, ready_line
 from pytest_sglang_perf.server.progress import BootProgress
 from pytest_sglang_perf.variant_run import VariantRun
+from pytest_sglang_perf.wrapping import wrap_lines
 
 _PREFIX = len("sglang-perf: ")
 

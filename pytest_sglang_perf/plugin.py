@@ -111,7 +111,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 def _wrapped(line: str) -> list[str]:
     """A header line wrapped at 120 characters; each continuation starts with `sglang-perf:` too."""
-    from pytest_sglang_perf.server.describe import wrap_lines
+    from pytest_sglang_perf.wrapping import wrap_lines
 
     width = 120 - len("sglang-perf: ")
     return [f"sglang-perf: {text}" for text in wrap_lines([line.removeprefix("sglang-perf: ")], width=width)]

@@ -27,7 +27,7 @@ from pytest_sglang_perf.gate.store import check_baseline_dir
 from pytest_sglang_perf.live import Live
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.server.boot import boot_server, stop_server
-from pytest_sglang_perf.server.describe import strict_failure, warning_text, wrap_lines
+from pytest_sglang_perf.server.describe import strict_failure, warning_text
 from pytest_sglang_perf.server.fingerprint import local_model_dir, server_identity
 from pytest_sglang_perf.server.hints import boot_hints
 from pytest_sglang_perf.server.launcher import BootError
@@ -38,6 +38,7 @@ from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
+from pytest_sglang_perf.wrapping import wrap_lines
 
 REFRESH_FLAG = "--sglang-update-baselines"
 _INSTALL = "pip install 'pytest-sglang-perf[sglang]'"

@@ -5,17 +5,15 @@ Every table of simulated numbers says SIMULATED, so nobody mistakes a dry run fo
 
 from __future__ import annotations
 
-import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck, Verdict
 from pytest_sglang_perf.gate.errored import ErroredVariant
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
+from pytest_sglang_perf.wrapping import wrap_lines as wrap_all
 
 SIMULATED = "SIMULATED"
-WIDTH = 120
-"""The plugin's own lines are wrapped at this width (a table row is not: its columns stay aligned)."""
 _GLUE = "\xa0"
 """Joins the words of a change that wrapping must keep whole (textwrap never breaks at it)."""
 _WHOLE = 60
@@ -213,16 +211,6 @@ def summary_lines(cells: Sequence[Cell], refresh_flag: str = "--sglang-update-ba
     lines.extend(wrap_all([*_errored_line(errored), *_underpowered(cells), *_not_gated(cells)]))
     lines.extend(wrap_all(_closing_hint(cells, refresh_flag, pointers)))
     return lines
-
-
-def wrap_all(lines: Sequence[str], width: int = WIDTH) -> list[str]:
-    """Each line wrapped at `width`; a continuation is indented two spaces deeper than its line."""
-    wrapped: list[str] = []
-    for line in lines:
-        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
-        wrapped.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
-                                     break_long_words=False) or [line])
-    return wrapped
 
 
 def _variant_table(variant: str, cells: Sequence[Cell], *, full: bool) -> list[str]:

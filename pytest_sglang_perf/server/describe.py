@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-import textwrap
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 
 from pytest_sglang_perf.server.effective import EffectiveConfig, Status
 from pytest_sglang_perf.server.startup import GraphUse, StartupFacts
+from pytest_sglang_perf.wrapping import wrap_lines
 
 WARNING = "WARNING"
-WIDTH = 120
-"""Lines about the servers are wrapped at this width."""
-
-
-def wrap_lines(lines: Sequence[str], width: int = WIDTH) -> list[str]:
-    """Each line wrapped at `width`; a continuation is indented two spaces deeper than its line."""
-    wrapped: list[str] = []
-    for line in lines:
-        indent = " " * (len(line) - len(line.lstrip(" ")) + 2)
-        wrapped.extend(textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
-                                     break_long_words=False) or [line])
-    return wrapped
 
 
 def verdict_line(config: EffectiveConfig) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from perf_project import VL_CONFIG, fast_sim, server_processes, use_model_config, write_project
 
-from pytest_sglang_perf.server.describe import wrap_lines
+from pytest_sglang_perf.wrapping import wrap_lines
 
 QUICK = "max_tokens = 20\nrepeats = 2\nwarmup = 0\n"
 STEADY = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n"
