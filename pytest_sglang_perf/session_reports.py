@@ -64,4 +64,5 @@ def significant_only(ab: list[str]) -> list[str]:
             kept.append(line)
     if not quiet:
         return ab
-    return [title, *kept, f"({quiet} comparison(s) not significant; -v shows every comparison)", footnote]
+    counted = f"({quiet} comparison(s) not significant; -v shows every comparison)"
+    return [title, *kept, counted, footnote] if kept else [title, counted]  # the footnote is about intervals shown

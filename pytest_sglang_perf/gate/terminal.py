@@ -208,7 +208,7 @@ def summary_lines(cells: Sequence[Cell], refresh_flag: str = "--sglang-update-ba
         for variant in dict.fromkeys(c.variant for c in cells):
             lines.extend(_variant_table(variant, [c for c in cells if c.variant == variant], full=verbosity > 0))
     lines.append(_count_line(cells, errored))
-    lines.extend(wrap_all([*_errored_line(errored), *_underpowered(cells), *_not_gated(cells)]))
+    lines.extend(wrap_all([*_errored_line(errored), *_underpowered(cells, full=verbosity > 0), *_not_gated(cells)]))
     lines.extend(wrap_all(_closing_hint(cells, refresh_flag, pointers)))
     return lines
 
@@ -260,8 +260,9 @@ def _cell_rows(cell: Cell) -> list[tuple[tuple[str, ...], MetricCheck | None]]:
     ]
 
 
-def _underpowered(cells: Sequence[Cell]) -> list[str]:
-    """A warning per cell with metrics whose samples cannot detect a change as small as their tolerance."""
+def _underpowered(cells: Sequence[Cell], *, full: bool = True) -> list[str]:
+    """A warning per cell with metrics whose samples cannot detect a change as small as their tolerance; not
+    `full` (the default verbosity) and several such cells: one line that counts them (-v names each)."""
     lines = []
     for cell in cells:
         weak = [c for c in cell.checks if c.underpowered and c.detectable is not None]
@@ -269,8 +270,14 @@ def _underpowered(cells: Sequence[Cell]) -> list[str]:
             what = ", ".join(f"{c.metric} >= {c.detectable * 100:.1f}% (tolerance {c.allowed * 100:.1f}%)"
                              for c in weak if c.detectable is not None)
             lines.append(f"warning: {cell.test_id} [{cell.variant}]: {weak[0].n} requests detect only changes of "
-                         f'{what}; measure more (request.repeats, or repeats = "auto")')
-    return lines
+                         f'{what}; {_MEASURE_MORE}')
+    if full or len(lines) < 2:
+        return lines
+    return [f"warning: {len(lines)} cells measure too few requests to detect a change as small as their tolerance "
+            f"(-v names them); {_MEASURE_MORE}"]
+
+
+_MEASURE_MORE = 'measure more (request.repeats, or repeats = "auto")'
 
 
 def _not_gated(cells: Sequence[Cell]) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from pytest_sglang_perf.server.effective import EffectiveConfig, Status
 from pytest_sglang_perf.server.startup import GraphUse, StartupFacts
@@ -97,15 +97,16 @@ def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[
                          uses: Mapping[str, GraphUse] | None = None, *, brief: bool = False) -> list[str]:
     """The summary's servers section: per variant, the effective configuration, the startup costs and how
     many batches really ran with a graph. `brief` (pytest's default verbosity): a variant whose server ran as
-    requested gets its verdict line and its warnings; one whose server differs from the request, or could not be
-    verified, gets the full report (what ran is what the user must read then)."""
+    requested gets its verdict line and its warnings (a duplicate's warning is in pytest's warnings summary
+    already); one whose server differs from the request, or could not be verified, gets the full report (what
+    ran is what the user must read then)."""
     tag = " (SIMULATED)" if simulated else ""
     lines: list[str] = []
     for name, config in configs.items():
         first, *rest = config_lines(config)
         lines.append(f"variant {name}{tag}: {first}")
         if brief and not (config.problems or config.unavailable):  # the rest is the -v report
-            lines += [line for line in rest if line.startswith((f"  {WARNING}: ", "  note: "))]
+            lines += _brief_rest(config, rest)
             continue
         lines += rest
         if name in facts:
@@ -113,6 +114,12 @@ def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[
         if uses and name in uses:
             lines.append(f"  runtime: {graph_use_text(uses[name])}")
     return wrap_lines(lines)
+
+
+def _brief_rest(config: EffectiveConfig, rest: Sequence[str]) -> list[str]:
+    if config.duplicate:
+        return []
+    return [line for line in rest if line.startswith((f"  {WARNING}: ", "  note: "))]
 
 
 def strict_failure(variant: str, config: EffectiveConfig) -> str:

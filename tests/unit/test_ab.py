@@ -233,3 +233,23 @@ def test_a_malformed_results_cell_is_a_value_error(change: dict[str, object], me
     data = {"test_id": TEST, "variant": "sbo", "simulated": False, "samples": [], **change}
     with pytest.raises(ValueError, match=message):
         CellSamples.from_results_cell(data)
+
+
+def test_the_default_ab_section_keeps_the_significant_comparisons_and_counts_the_rest() -> None:
+    from pytest_sglang_perf.session_reports import significant_only
+
+    section = ["sglang-perf A/B against variant 'default': ...", "t.py::test_a",
+               "  fast vs default: ttft -18.2% [-20.3%, -16.1%] significant: better",
+               "  fast vs default: tpot +0.1% [-0.5%, +0.7%] not significant", "t.py::test_b",
+               "  fast vs default: ttft +0.4% [-1.1%, +1.9%] not significant", "note: ..."]
+    assert significant_only(section) == [
+        "sglang-perf A/B against variant 'default': ...", "t.py::test_a",
+        "  fast vs default: ttft -18.2% [-20.3%, -16.1%] significant: better",
+        "(2 comparison(s) not significant; -v shows every comparison)", "note: ..."]
+    nothing_significant = [section[0], section[1], section[3], section[4], section[5], section[6]]
+    assert significant_only(nothing_significant) == [
+        "sglang-perf A/B against variant 'default': ...",
+        "(2 comparison(s) not significant; -v shows every comparison)"]
+    everything_significant = [line for line in section if not line.endswith("not significant")]
+    assert significant_only(everything_significant) == everything_significant
+    assert significant_only(["sglang-perf A/B: nothing to compare"]) == ["sglang-perf A/B: nothing to compare"]

@@ -212,3 +212,23 @@ def test_summary_lines_are_wrapped_at_120_characters_between_whole_changes() -> 
         f"    {prompt}; --tp-size 1 -> 2",
     ]
     assert all(len(line) <= 120 for line in lines[:1] + lines[3:])  # all but the table's header and row
+
+
+def _noisy_cell(test_id: str) -> Cell:
+    """Two requests 30% apart: they cannot detect a 5% change of output_throughput."""
+    checks = check_all({"output_throughput": [40.0, 52.0]}, {"output_throughput": [[50.0, 51.0]]},
+                       {"output_throughput": 0.05})
+    return Cell(test_id, "default", checks, simulated=False)
+
+
+def test_underpowered_cells_are_named_with_v_and_counted_by_default() -> None:
+    cells = [_noisy_cell("test_a"), _noisy_cell("test_b")]
+    assert all(c.checks[0].underpowered for c in cells)
+    full = [line for line in summary_lines(cells, verbosity=1) if line.startswith("warning:")]
+    assert [line.split()[1:3] for line in full] == [["test_a", "[default]:"], ["test_b", "[default]:"]]
+    brief = " ".join(" ".join(summary_lines(cells)).split())
+    assert brief.count("warning: ") == 1
+    assert ("warning: 2 cells measure too few requests to detect a change as small as their tolerance (-v names "
+            "them); measure more (request.repeats, or repeats = \"auto\")") in brief
+    one = [line for line in summary_lines(cells[:1]) if line.startswith("warning:")]
+    assert one[0].startswith("warning: test_a [default]: 2 requests detect only changes of output_throughput >= ")
