@@ -48,8 +48,6 @@ TYPE_DIFFERENCES = {
     "internal_states[].expert_distribution_recorder_buffer_size": "as expert_distribution_recorder_buffer_size",
 }
 VALUE_DIFFERENCES = {
-    "embedding.bcg.prefill_backend": "no prefill graph off CUDA ('disabled'); the simulated GPU's is 'breakable'",
-    "embedding.bcg.enabled": "follows bcg.prefill_backend",
     "embedding.bcg.capture_token_budget": "the prefill graph's max_bs: chunked_prefill_size, sized by device memory",
     "embedding.bcg.capture_batch_sizes": "the prefill graph's sizes, up to that budget",
 }

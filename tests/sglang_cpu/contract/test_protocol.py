@@ -53,6 +53,18 @@ def post_chat(server: ServerProcess, payload: Mapping[str, Any], content_type: s
         conn.close()
 
 
+def flush_cache(server: ServerProcess) -> int:
+    """POST /flush_cache (the server is idle between these requests); the HTTP status."""
+    conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=REQUEST_TIMEOUT)
+    try:
+        conn.request("POST", "/flush_cache?timeout=30")
+        response = conn.getresponse()
+        response.read()
+        return response.status
+    finally:
+        conn.close()
+
+
 @pytest.fixture(scope="module")
 def protocol(require: Callable[..., None]) -> Any:
     require("sglang.srt.entrypoints.openai.protocol", "validating responses with SGLang's pydantic classes",
@@ -187,6 +199,7 @@ def test_spec_details_and_usage_agree(servers: Mapping[str, ServerProcess], prot
 def test_continuous_usage_counts_up(servers: Mapping[str, ServerProcess], protocol: Any,
                                     build_sse_content: Callable[..., str]) -> None:
     extra = {"ignore_eos": True, "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    assert flush_cache(servers["spec"]) == 200  # the simulator caches prompts as SGLang does: start cold
     chunks = _stream(protocol, build_sse_content, post_chat(servers["spec"], _request(True, **extra)))
     counts = [chunk["usage"]["completion_tokens"] for chunk in chunks if chunk["choices"] and chunk.get("usage")]
     assert counts == sorted(counts) and counts[-1] == 48
