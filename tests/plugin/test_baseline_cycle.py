@@ -20,6 +20,7 @@ def _baseline_files(pytester: pytest.Pytester) -> list[str]:
     return sorted(p.name for p in (pytester.path / "baselines").glob("*.json"))
 
 
+@pytest.mark.slow
 def test_baseline_cycle(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, {"default": [], "capped": ["--max-running-requests", "8"]})
     pytester.makepyfile(test_perf=TEST_FILE)

@@ -57,6 +57,7 @@ def _plugin_lines(result: pytest.RunResult) -> list[str]:
     return lines
 
 
+@pytest.mark.slow
 def test_a_passing_run_fits_a_screen(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, request=STEADY, extra=LOOSE)  # no noise verdict on a busy machine
     pytester.makepyfile(test_perf=THREE_TESTS)
@@ -123,12 +124,14 @@ def test_verbose_shows_each_boot_step_the_command_and_the_configuration_live(pyt
     ])
 
 
+@pytest.mark.slow
 def test_a_heartbeat_says_where_a_silent_boot_is(pytester: pytest.Pytester) -> None:
-    """Weight loading takes 4 s without a log line; a heartbeat of 1 s says the boot is alive, and in which step."""
-    sim = ["--sim-decode-tok-s", "2000", "--sim-ttft", "0.02", "--sim-boot-seconds", "5", "--sim-load-seconds", "4"]
+    """Weight loading takes 2.5 s without a log line; a heartbeat of 0.5 s says the boot is alive, and in which
+    step."""
+    sim = ["--sim-decode-tok-s", "2000", "--sim-ttft", "0.02", "--sim-boot-seconds", "3", "--sim-load-seconds", "2.5"]
     write_project(pytester, {"default": []}, request="max_tokens = 20\nrepeats = 1\nwarmup = 0\n", sim=sim)
     pytester.makepyfile(test_perf=ONE_TEST)
-    result = _run(pytester, "--sglang-simulate", "--sglang-heartbeat", "1")
+    result = _run(pytester, "--sglang-simulate", "--sglang-heartbeat", "0.5")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines([
         "sglang-perf: [[]default[]] still booting, * s in; * s since the last step: loading weights (avail mem=*",
@@ -136,7 +139,7 @@ def test_a_heartbeat_says_where_a_silent_boot_is(pytester: pytest.Pytester) -> N
     ])
     beats = [line for line in result.outlines if "still booting" in line]
     assert 2 <= len(beats) <= 8
-    quiet = _run(pytester, "--sglang-simulate", "--sglang-heartbeat", "1", "-q")
+    quiet = _run(pytester, "--sglang-simulate", "--sglang-heartbeat", "0.5", "-q")
     quiet.assert_outcomes(passed=1)
     assert "still booting" not in quiet.stdout.str()
 
@@ -148,6 +151,7 @@ def test_a_bad_heartbeat_is_a_usage_error(pytester: pytest.Pytester) -> None:
     result.stderr.fnmatch_lines(["*--sglang-heartbeat: expected seconds >= 0 (0 turns it off), got 'soon'"])
 
 
+@pytest.mark.slow
 def test_a_regression_says_what_regressed_and_how_to_go_on(pytester: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A 30% slower server: the short summary line names each regressed metric; the closing hint says how to

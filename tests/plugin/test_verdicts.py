@@ -61,6 +61,7 @@ REQUEST_CHANGES = [
 NOT_COMPARABLE = "the baseline is not comparable (recorded for something else)"
 
 
+@pytest.mark.slow
 def test_a_changed_request_is_stale_and_names_the_change(recorded: pytest.Pytester,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     for change, expected in REQUEST_CHANGES:
@@ -81,6 +82,7 @@ def test_a_changed_request_is_stale_and_names_the_change(recorded: pytest.Pytest
     gate.stdout.fnmatch_lines([f"*{NOT_COMPARABLE}: max_tokens 200 -> 128", "*--sglang-update-baselines"])
 
 
+@pytest.mark.slow
 def test_a_changed_server_model_or_gpu_count_is_stale(recorded: pytest.Pytester) -> None:
     project = recorded.path / "pyproject.toml"
     original = project.read_text()
@@ -131,6 +133,7 @@ def test_require_baselines_fails_a_new_cell(pytester: pytest.Pytester) -> None:
     assert server_processes(pytester.path) == []
 
 
+@pytest.mark.slow
 def test_a_regression_that_does_not_hold_is_inconclusive(recorded: pytest.Pytester,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The three measured requests (after one warmup) run 1.5x slower, the re-measure runs normally: a transient
@@ -154,6 +157,7 @@ def test_a_regression_that_does_not_hold_is_inconclusive(recorded: pytest.Pytest
     ])
 
 
+@pytest.mark.slow
 def test_the_adaptive_plan_measures_until_decided(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A clear regression is decided in the first round; a noisy server needs more requests, never more than the
     maximum."""
@@ -178,6 +182,7 @@ def test_the_adaptive_plan_measures_until_decided(pytester: pytest.Pytester, mon
     assert 3 < len(_cells(pytester)[0]["samples"]) <= 8
 
 
+@pytest.mark.slow
 def test_a_baseline_over_several_boots_keeps_the_boot_spread(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, request=STEADY)
     pytester.makepyfile(test_perf=TEST_FILE)
@@ -206,6 +211,7 @@ def test_a_failed_extra_boot_records_nothing_and_fails_the_run(pytester: pytest.
     assert server_processes(pytester.path) == []
 
 
+@pytest.mark.slow
 def test_the_ab_section_and_the_compare_command(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     path = write_project(pytester, {"default": [], "slow": ["--max-running-requests", "8"]}, request=STEADY)
