@@ -6,8 +6,6 @@ report says how many samples defined them. A metric the baseline has and a run c
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,14 +16,6 @@ TEST = """
 def test_p(sglang_perf):
     sglang_perf.check(sglang_perf.measure("hello"))
 """
-
-
-@pytest.fixture(autouse=True)
-def _no_outside_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    for name in os.environ:
-        if name.startswith(("SGLANG_PERF_", "SGLANG_SIM_")):
-            monkeypatch.delenv(name)
-    yield
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

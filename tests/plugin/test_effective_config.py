@@ -8,8 +8,7 @@ prefill CUDA graph switched off, with SGLang's log line saying why, unless `--cu
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -49,15 +48,6 @@ def test_p(sglang_perf):
 
 StrictBy = Callable[[pytest.Pytester, pytest.MonkeyPatch], list[str]]
 """Turns strict mode on one way (command line, ini, environment) and returns the extra command-line args."""
-
-
-@pytest.fixture(autouse=True)
-def _no_outside_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The plugin's and the simulator's environment variables of the calling shell do not reach the runs."""
-    for name in os.environ:
-        if name.startswith(("SGLANG_PERF_", "SGLANG_SIM_")):
-            monkeypatch.delenv(name)
-    yield
 
 
 def _vl_project(pytester: pytest.Pytester, variants: dict[str, list[str]], *, request: str = QUICK,

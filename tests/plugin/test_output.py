@@ -5,8 +5,6 @@ variants that errored, and where the servers' logs go."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Iterator
 
 import pytest
 from perf_project import server_processes, write_project
@@ -30,15 +28,6 @@ SCREEN = 45
 LOOSE = "[tool.sglang_perf.tolerance]\n" + "\n".join(
     f'{metric} = "90%"' for metric in ("output_throughput", "decode_throughput", "ttft", "tpot"))
 LOGS = ".pytest_cache/d/sglang-perf/logs"
-
-
-@pytest.fixture(autouse=True)
-def _no_outside_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The plugin's and the simulator's environment variables of the calling shell do not reach the runs."""
-    for name in os.environ:
-        if name.startswith(("SGLANG_PERF_", "SGLANG_SIM_")):
-            monkeypatch.delenv(name)
-    yield
 
 
 def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:

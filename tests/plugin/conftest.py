@@ -1,0 +1,17 @@
+"""Every plugin test runs a user's project: the calling shell's plugin and simulator settings stay out of it."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+
+
+@pytest.fixture(autouse=True)
+def _no_outside_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """The plugin's and the simulator's environment variables of the calling shell do not reach the runs."""
+    for name in os.environ:
+        if name.startswith(("SGLANG_PERF_", "SGLANG_SIM_")):
+            monkeypatch.delenv(name)
+    yield
