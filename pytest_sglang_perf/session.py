@@ -155,9 +155,6 @@ class PerfSession:
         """The GPUs the variants will run on: nvidia-smi's, or the simulated one (server/target_gpus.py)."""
         return target_gpus(self.settings, simulate=self.options.simulate, host=lambda: detect_gpus().names)
 
-    def _preflight_gpus(self) -> tuple[str, ...]:
-        return self._gpus.names
-
     # Around each test -----------------------------------------------------------------------------------------
 
     def begin(self, name: str, *, skipped: bool) -> None:
@@ -287,7 +284,7 @@ class PerfSession:
             run.identity, hardware = server_identity(
                 run.plan, self._parser, model=self.settings.model,
                 model_dir=local_model_dir(model_path, self.settings.root),
-                gpu_name=next(iter(self._preflight_gpus()), None))
+                gpu_name=next(iter(self._gpus.names), None))
             run.key = environment_key(model=self.settings.model, simulated=self.options.simulate,
                                       hardware=hardware)
         assert run.key is not None

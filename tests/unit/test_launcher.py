@@ -17,7 +17,6 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -197,19 +196,6 @@ class Fake:
             if str(self.script) in (process.info["cmdline"] or []) and _alive(process.pid):
                 found.append(process.pid)
         return found
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> Iterator[Fake]:
-    script = tmp_path / "fake_sglang.py"
-    script.write_text(FAKE_SERVER)
-    (tmp_path / "pids").mkdir()
-    fake = Fake(script=script, pid_dir=tmp_path / "pids", log_path=tmp_path / "logs" / "default.log")
-    yield fake
-    leftovers = fake.running()
-    for pid in leftovers:  # clean up so one failure does not leak into the next tests
-        psutil.Process(pid).kill()
-    assert leftovers == [], "processes left behind"
 
 
 def _get(url_port: int, path: str) -> int:

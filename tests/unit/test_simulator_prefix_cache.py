@@ -6,20 +6,19 @@ from __future__ import annotations
 import asyncio
 import io
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import orjson
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 from sim_setup import LLAMA_1B
 from sim_setup import engine as make_engine
+from test_simulator_app import _run
 
 from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE
-from pytest_sglang_perf.simulator.api.app import build_app
 from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.engine.content import estimate_prompt_tokens, prompt_token_ids, text_token_ids
-from pytest_sglang_perf.simulator.engine.engine import ServerStatus, SimEngine
+from pytest_sglang_perf.simulator.engine.engine import SimEngine
 from pytest_sglang_perf.simulator.engine.radix import MAX_ENTRIES, RadixCache, shared_prefix
 from pytest_sglang_perf.simulator.logs import SimLogger
 
@@ -95,19 +94,6 @@ def test_chat_prompt_ids_count_like_the_estimate_and_share_the_template() -> Non
 def _engine(*flags: str, knobs: Knobs = FAST) -> tuple[SimEngine, io.StringIO]:
     stream = io.StringIO()
     return make_engine(LLAMA_1B, *flags, knobs=knobs, log=SimLogger(stream=stream, access_stream=io.StringIO())), stream
-
-
-def _run(engine: SimEngine, scenario: Callable[[Client], Awaitable[None]]) -> None:
-    async def main() -> None:
-        engine.start()
-        engine.status = ServerStatus.UP
-        try:
-            async with TestClient(TestServer(build_app(engine), host="127.0.0.1")) as client:
-                await scenario(client)
-        finally:
-            await engine.stop()
-
-    asyncio.run(main())
 
 
 def _chat(**fields: Any) -> bytes:

@@ -10,12 +10,12 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import psutil
 import pytest
-from test_launcher import FAKE_SERVER, Fake
+from test_launcher import Fake, _alive
 
 from pytest_sglang_perf.server.launcher import BootError, LaunchSpec, ServerProcess
 from pytest_sglang_perf.server.watchdog import TOKEN_VAR
@@ -53,13 +53,6 @@ os.kill(os.getpid(), signal.SIGKILL)
 """
 
 
-def _alive(pid: int) -> bool:
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
 def _watchdogs(parent: int) -> list[int]:
     """The watchdog processes started by `parent`."""
     return [child.pid for child in psutil.Process(parent).children() if WATCHDOG_MODULE in child.cmdline()]
@@ -72,19 +65,6 @@ def _gone_within(deadline: float, *checks: Callable[[], bool]) -> bool:
             return True
         time.sleep(0.2)
     return False
-
-
-@pytest.fixture
-def fake(tmp_path: Path) -> Iterator[Fake]:
-    script = tmp_path / "fake_sglang.py"
-    script.write_text(FAKE_SERVER)
-    (tmp_path / "pids").mkdir()
-    fake = Fake(script=script, pid_dir=tmp_path / "pids", log_path=tmp_path / "logs" / "default.log")
-    yield fake
-    leftovers = fake.running()
-    for pid in leftovers:
-        psutil.Process(pid).kill()
-    assert leftovers == [], "processes left behind"
 
 
 def _launch_in_own_group(code: str, *args: str) -> subprocess.Popen[str]:
