@@ -50,13 +50,19 @@ def _parser() -> argparse.ArgumentParser:
                        help="GPU model the matrix will run on, e.g. 'H100' (default: the simulated GPU with "
                             "--simulate, else what nvidia-smi finds); the GPU count is checked against nvidia-smi only")
     _add_compare(sub)
-    show = sub.add_parser("baselines", help="list the stored baselines (file, test, variant, medians with units)",
-                          description="Lists the baseline files of the project's baseline_dir (the configuration is "
-                                      "found as for 'check'), else of ./baselines.")
+    show = sub.add_parser("baselines", help="the stored baselines (as `baseline show`: per file and test, each "
+                                            "variant's medians with units, when and where recorded)",
+                          description="The baseline files of the project's baseline_dir (the configuration is found "
+                                      "as for 'check'), else of ./baselines; the same as `sglang-perf baseline show`.")
     show.add_argument("--dir", type=Path, default=None, help="baseline directory (default: the configuration's "
                                                              "baseline_dir, else ./baselines)")
     show.add_argument("--config", type=Path, default=None, help="sglang-perf.toml or pyproject.toml to read "
                                                                 "baseline_dir from")
+    from pytest_sglang_perf.baseline_tools.command import add_baseline_parser
+    from pytest_sglang_perf.plots.command import add_plot_parser
+
+    add_baseline_parser(sub)
+    add_plot_parser(sub)
     return parser
 
 
@@ -146,26 +152,6 @@ def pytest_command(pytest_args: Sequence[str], *, real: bool, has_gpu: Callable[
     return [sys.executable, "-P", "-m", "pytest", *args]
 
 
-def show_baselines(directory: Path | None, config: Path | None) -> int:
-    """`sglang-perf baselines`: every file's cells with their medians; 1 when a file cannot be used, 2 on a bad
-    configuration."""
-    from pytest_sglang_perf.gate.baseline_list import list_baselines
-
-    if directory is None:
-        settings = _settings("baselines", config, required=False)
-        if isinstance(settings, int):
-            return settings
-        directory = Path("baselines") if settings is None else settings.baseline_dir
-    listing = list_baselines(directory)
-    if not listing.lines and not listing.problems:
-        print(f"no baselines in {directory}/ (record some with: pytest --sglang-update-baselines)")
-    for line in listing.lines:
-        print(line)
-    for problem in listing.problems:
-        print(f"sglang-perf baselines: {problem}", file=sys.stderr)
-    return 1 if listing.problems else 0
-
-
 def _settings(command: str, config: Path | None, *, required: bool) -> Settings | int | None:
     """The project's settings (the nearest configuration from here up, or --config); an exit code (2) after
     printing why when it is bad, or missing and `required`."""
@@ -244,7 +230,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         return check(ns.config, simulate=ns.simulate, gpus=ns.gpu)
     if ns.command == "compare":
         return compare(ns.results, ns.after, reference=ns.reference, confidence=ns.confidence)
-    return show_baselines(ns.dir, ns.config)
+    if ns.command == "baseline":
+        from pytest_sglang_perf.baseline_tools.command import baseline_command
+
+        return baseline_command(ns)
+    if ns.command == "plot":
+        from pytest_sglang_perf.plots.command import plot_command
+
+        return plot_command(ns)
+    from pytest_sglang_perf.baseline_tools.show import show_command
+
+    return show_command(ns.dir, ns.config, command="baselines")
 
 
 def _run_command(args: list[str]) -> int:

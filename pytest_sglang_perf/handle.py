@@ -5,6 +5,7 @@ pytest-facing: a failed request or a regression fails the test (`pytest.fail`), 
 
 from __future__ import annotations
 
+import statistics
 import warnings
 from collections.abc import Callable
 from functools import cached_property
@@ -15,6 +16,8 @@ import pytest
 from pytest_sglang_perf import SGLangPrefixCacheWarning
 from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND
 from pytest_sglang_perf.gate.baseline import BaselineFileError
+from pytest_sglang_perf.gate.cell_ids import strip_variant
+from pytest_sglang_perf.gate.compare import Cell
 from pytest_sglang_perf.gate.terminal import failure_message
 from pytest_sglang_perf.measurement.prefix_cache import WARM, PrefixCache, prefix_cache_mode, warm_cache_note
 from pytest_sglang_perf.measurement.result import RequestParams, Result
@@ -35,13 +38,14 @@ _EXIT_WAIT = 0.5
 class SGLangPerf:
     """What a test gets from the `sglang_perf` fixture: one variant's running server."""
 
-    def __init__(self, session: PerfSession, run: VariantRun, nodeid: str) -> None:
+    def __init__(self, session: PerfSession, run: VariantRun, request: pytest.FixtureRequest) -> None:
         assert run.server is not None, "a variant's handle needs its running server"
         self._session = session
         self._run = run
         self.variant = run.variant
         self.server = run.server
-        self._nodeid = nodeid
+        self._request = request
+        self._nodeid = request.node.nodeid
 
     @property
     def base_url(self) -> str:
@@ -161,9 +165,22 @@ class SGLangPerf:
             cell = self._session.check(self.test_id, result, lambda: self._measure(result.again()))
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
+        self._publish(cell, result)
         if self._session.gate_failure(cell) is not None:
             context = server_failure_lines(self._run)
             pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid), context), pytrace=False)
+
+    def _publish(self, cell: Cell, result: Result) -> None:
+        """The checked cell leaves the terminal too: JUnit properties (junit.xml) and a pytest-benchmark
+        benchmark (its table, saved runs, comparisons and histograms)."""
+        from pytest_sglang_perf.benchmark_bridge import feed
+        from pytest_sglang_perf.outputs.junit import cell_properties
+
+        cached = [s.cached_tokens for s in result.samples if s.cached_tokens is not None]
+        median = float(statistics.median(cached)) if cached else None
+        for name, value in cell_properties(cell, cached_tokens=median):
+            self._request.node.user_properties.append((name, value))
+        feed(self._request, cell, result)
 
     @property
     def test_id(self) -> str:
@@ -177,9 +194,3 @@ def _prefix_cache(value: object) -> PrefixCache:
     except ValueError as exc:
         raise ValueError(f"measure(prefix_cache=...): {exc}") from None
 
-
-def strip_variant(nodeid: str, variant: str) -> str:
-    for suffix, replacement in ((f"[{variant}]", ""), (f"-{variant}]", "]")):
-        if nodeid.endswith(suffix):
-            return nodeid[: -len(suffix)] + replacement
-    return nodeid

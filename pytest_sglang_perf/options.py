@@ -25,8 +25,15 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("simulate", "bool", "run every variant on the plugin's SGLang simulator instead of SGLang "
      "(no GPU needed; every report says SIMULATED)"),
     ("variants", "list", "comma-separated variant names to run (default: all variants of the matrix)"),
-    ("update-baselines", "bool", "record the measured values as the new baselines instead of gating on them"),
+    ("update-baselines", "update", "record the measured values as the new baselines instead of gating on them; "
+     "=new: record only the cells that have no baseline entry yet (the others are gated as usual)"),
     ("results", "path", "write the session's results (metrics, verdicts, environment) as JSON to this path"),
+    ("markdown", "path", "write the session's report as Markdown to this path (it is also appended to "
+     "$GITHUB_STEP_SUMMARY when that is set, as in a GitHub Actions job)"),
+    ("plots", "path", "draw the session's plots (PNG) into this folder: the variants side by side with confidence "
+     "intervals, each server's boot timeline (needs matplotlib: pip install 'pytest-sglang-perf[plots]')"),
+    ("benchmark", "bool", "hand every measured cell to pytest-benchmark (its table, --benchmark-* outputs) even when "
+     "no --benchmark-json/-autosave/-save/-compare/-histogram/-csv option asks for it"),
     ("log-dir", "path", "directory for the servers' log files (default: a folder per run under pytest's cache "
      "dir, .pytest_cache/d/sglang-perf/logs/, where the last 10 runs are kept)"),
     ("require-real", "bool", "a gate run: when the perf tests cannot run on SGLang (it is not installed), the session "
@@ -51,6 +58,10 @@ def add_options(parser: pytest.Parser) -> None:
         if kind == "bool":
             group.addoption(f"--sglang-{name}", action="store_true", default=None, dest=dest, help=help_text)
             parser.addini(dest, help_text, type="bool", default=False)
+        elif kind == "update":
+            group.addoption(f"--sglang-{name}", action="store", nargs="?", const=UPDATE_ALL, default=None, dest=dest,
+                            type=_update_mode, metavar="new", help=help_text)
+            parser.addini(dest, help_text + " (ini: true, false or new)", default=None)
         else:
             metavar = {"list": "NAMES", "int": "N", "seconds": "SECONDS"}.get(kind, "PATH")
             group.addoption(f"--sglang-{name}", action="store", default=None, dest=dest, metavar=metavar,
@@ -67,6 +78,41 @@ def _raw(config: pytest.Config, name: str) -> object:
     if env is not None:
         return _env_value(name, env)
     return config.getini(dest)
+
+
+UPDATE_ALL = "all"
+UPDATE_NEW = "new"
+
+
+def _update_mode(raw: str) -> str:
+    """--sglang-update-baselines[=new]: `all` (record every measured cell) or `new` (only cells without a baseline).
+
+    argparse takes the word after the flag as its value, so a test path written right after it lands here."""
+    import argparse
+
+    value = raw.strip().lower()
+    if value in (UPDATE_ALL, UPDATE_NEW):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"{raw!r} is not a mode: write --sglang-update-baselines (record every measured cell) or "
+        "--sglang-update-baselines=new (only cells without a baseline); put test paths before the flag")
+
+
+def _update(value: object) -> str | None:
+    """The recording mode from the option, its environment variable or ini value; None: not recording."""
+    if value in (None, "", False):
+        return None
+    if value is True:
+        return UPDATE_ALL
+    text = str(value).strip().lower()
+    if text in _FALSE:
+        return None
+    if text in _TRUE:
+        return UPDATE_ALL
+    if text in (UPDATE_ALL, UPDATE_NEW):
+        return text
+    raise pytest.UsageError(f"sglang_update_baselines / SGLANG_PERF_UPDATE_BASELINES = {value!r}: expected true, "
+                            "false or new")
 
 
 def _env_value(name: str, raw: str) -> object:
@@ -125,8 +171,12 @@ def resolve_options(config: pytest.Config) -> RunOptions:
     return RunOptions(
         config_path=_path(config, _raw(config, "config")),
         simulate=bool(_raw(config, "simulate")),
-        update_baselines=bool(_raw(config, "update-baselines")),
+        update_baselines=(update := _update(_raw(config, "update-baselines"))) is not None,
+        update_new_only=update == UPDATE_NEW,
         results_path=_path(config, _raw(config, "results")),
+        markdown_path=_path(config, _raw(config, "markdown")),
+        plots_dir=_path(config, _raw(config, "plots")),
+        benchmark=bool(_raw(config, "benchmark")),
         variants=_names(_raw(config, "variants")),
         log_dir=_path(config, _raw(config, "log-dir")),
         strict_flags=bool(_raw(config, "strict-flags")),

@@ -134,6 +134,9 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     order = {v.name: i for i, v in enumerate(session.variants)}
     items.sort(key=lambda item: order.get(_variant_of(item) or "", -1))
+    from pytest_sglang_perf.benchmark_bridge import mark_items
+
+    mark_items(config, [item for item in items if _variant_of(item) is not None], session.options.benchmark)
 
 
 def _variant_of(item: pytest.Item) -> str | None:
@@ -192,7 +195,7 @@ def sglang_perf(request: pytest.FixtureRequest, sglang_variant: Variant) -> Gene
         failure = str(exc)
     else:
         _warn_about_config(session, sglang_variant.name)
-        handle = SGLangPerf(session, run, request.node.nodeid)
+        handle = SGLangPerf(session, run, request)
         yield handle
         handle.close()
         return

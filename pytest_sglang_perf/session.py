@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -18,11 +19,12 @@ from pathlib import Path
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import ConfigError, Settings, variant_line
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.gate.compare import Cell, GatePolicy, Verdict
+from pytest_sglang_perf.gate.compare import Cell, Verdict
 from pytest_sglang_perf.gate.environment import Environment, build_environment, detect_gpus, environment_key
 from pytest_sglang_perf.gate.identity import CellIdentity
-from pytest_sglang_perf.gate.judge import CellPlace, Judge
-from pytest_sglang_perf.gate.recording import RecordedRun, Recorder
+from pytest_sglang_perf.gate.judge import CellPlace
+from pytest_sglang_perf.gate.recording import RecordedRun
+from pytest_sglang_perf.gate.results_file import CellRecord
 from pytest_sglang_perf.gate.store import check_baseline_dir
 from pytest_sglang_perf.live import Live
 from pytest_sglang_perf.measurement.result import RequestParams, Result
@@ -36,6 +38,7 @@ from pytest_sglang_perf.server.plan import flag_value, plan_server
 from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
+from pytest_sglang_perf.session_baselines import SessionBaselines
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
 from pytest_sglang_perf.wrapping import wrap_lines
@@ -73,10 +76,8 @@ class PerfSession:
         """The variants this run uses, in matrix order (--sglang-variants selects)."""
         self.runs: dict[str, VariantRun] = {}
         """The variants the session's tests use, in run order."""
-        self.cells: list[Cell] = []
-        self.results: dict[tuple[str, str], Result] = {}
-        self.confirmations: dict[tuple[str, str], Result] = {}
-        """The re-measure of each cell whose regression was confirmed (or not) on the same server."""
+        self.records: list[CellRecord] = []
+        """Every checked cell in order, with its result, its re-measure and the entry recording it would write."""
         self.errors: list[str] = []
         """Session-level failures outside any test (a baseline boot that failed): the run exits non-zero."""
         self.logs = RunLogs(options.log_dir or settings.log_dir, options.log_root)
@@ -89,16 +90,11 @@ class PerfSession:
         return build_environment(model=self.settings.model, simulated=self.options.simulate)
 
     @cached_property
-    def judge(self) -> Judge:
+    def baselines(self) -> SessionBaselines:
         from pytest_sglang_perf.sglang_facts.resolved import option_defaults
 
-        policy = GatePolicy(self.settings.gate.confidence, self.settings.gate.power)
-        defaults = option_defaults(self._parser)
-        return Judge(self.settings.baseline_dir, policy, self.settings.tolerance, defaults.get)
-
-    @cached_property
-    def recorder(self) -> Recorder:
-        return Recorder(self.judge, self.environment.facts, _git_commit(self.settings.root))
+        return SessionBaselines(self.settings, self.options, self.environment.facts,
+                                lambda: option_defaults(self._parser))
 
     @cached_property
     def unavailable(self) -> str | None:
@@ -177,7 +173,7 @@ class PerfSession:
     def _record_boots(self, run: VariantRun) -> None:
         """--sglang-boots N: re-measure the variant's recorded cells on N-1 fresh boots, then write them; if a boot
         or a request fails, write none of them and fail the session."""
-        pending = self.recorder.pending(run.name)
+        pending = self.baselines.recorder.pending(run.name)
         total = self.options.boots
         if not pending or run.process is None:
             return
@@ -189,11 +185,11 @@ class PerfSession:
                 for cell in pending:
                     cell.results.append(self.measure(run.name, cell.first.again()))
             except SGLangPerfError as exc:
-                self.recorder.discard(run.name)
+                self.baselines.discard(run.name)
                 self.errors.append(f"variant {run.name!r}: baselines NOT recorded: boot {boot} of {total} "
                                    f"failed: {exc}")
                 return
-        files = ", ".join(str(path) for path in self.recorder.write(run.name))
+        files = ", ".join(str(path) for path in self.baselines.files(run.name))
         self._say(f"[{run.name}] recorded {len(pending)} baseline(s) over {total} boots in {files}")
 
     def ready(self, name: str) -> VariantRun:
@@ -292,25 +288,39 @@ class PerfSession:
 
     def decider(self, test_id: str, name: str, params: RequestParams) -> Callable[[Result], bool]:
         """For the adaptive plan: whether the samples so far decide the cell's verdict."""
-        return self.judge.decided(test_id, self.place(name, params), recording=self.options.update_baselines)
+        place = self.place(name, params)
+        recording = self.baselines.records(self.baselines.judge.store(place.key).lookup(test_id, name))
+        return self.baselines.judge.decided(test_id, place, recording=recording)
 
     def check(self, test_id: str, result: Result, remeasure: Callable[[], Result]) -> Cell:
         """Judge a result against its comparable baseline: a regression is re-measured once (`remeasure`) and
-        fails only if it holds. With --sglang-update-baselines, record it instead. Remembers the cell."""
+        fails only if it holds. With --sglang-update-baselines, record it instead (=new: only a cell without an
+        entry). Remembers the cell and the entry it would record (for the results file)."""
         place = self.place(result.variant, result.params)
-        cell = self.judge.judge(test_id, result, place)
-        if self.options.update_baselines:
+        baselines = self.baselines
+        cell = baselines.judge.judge(test_id, result, place)
+        key = (test_id, result.variant)
+        stored = baselines.stored(place, key)
+        run = self._recorded_run(result.variant)
+        record = baselines.records(stored)
+        if record:
             cell = replace(cell, updated=True)
-            self.recorder.add(test_id, result, place, self._recorded_run(result.variant))
-            if self.options.boots == 1:
-                self.recorder.write(result.variant)
-        elif cell.verdict is Verdict.REGRESSED:
-            again = remeasure()
-            cell = self.judge.confirm(cell, again, place)
-            self.confirmations[(test_id, result.variant)] = again
-        self.cells.append(cell)
-        self.results[(test_id, result.variant)] = result
+            baselines.record(test_id, result, place, run, existed=stored is not None)
+        elif self.options.update_baselines:
+            baselines.ledger.kept(key)
+        again = remeasure() if not record and cell.verdict is Verdict.REGRESSED else None
+        cell = cell if again is None else baselines.judge.confirm(cell, again, place)
+        self.records.append(CellRecord(cell, result, again, place.key, baselines.entry(test_id, result, place, run)))
         return cell
+
+    @property
+    def cells(self) -> list[Cell]:
+        return [record.cell for record in self.records]
+
+    @property
+    def results(self) -> dict[tuple[str, str], Result]:
+        """Each cell's measurement by (test id, variant), for the A/B comparisons (a test's last check)."""
+        return {(r.cell.test_id, r.cell.variant): r.result for r in self.records if r.result is not None}
 
     def _recorded_run(self, name: str) -> RecordedRun:
         run = self.runs[name]
@@ -334,8 +344,6 @@ class PerfSession:
         config = f" --sglang-config {self.options.config_path}" if self.options.config_path else ""
         return f"pytest '{nodeid}'{simulate}{config} {REFRESH_FLAG}"
 
-    # Reports --------------------------------------------------------------------------------------------------
-
     def nothing_measured(self) -> str | None:
         """The closing line of a run whose perf tests all skipped because they cannot run here: never a silent
         green."""
@@ -351,22 +359,11 @@ class PerfSession:
             self._stop(run)
 
     def finish(self) -> None:
-        """Stop every server, then write the results file if one was asked for."""
+        """Stop every server, then write what was asked for: the results file, the Markdown report (and the GitHub
+        job summary), the plots."""
         self.stop_all()
-        if self.options.results_path is not None:
-            from pytest_sglang_perf.gate.results_file import write_results
-            from pytest_sglang_perf.server_views import errored_variants, server_records
+        from pytest_sglang_perf.outputs.writers import write_outputs
+        from pytest_sglang_perf.session_reports import results_document
 
-            write_results(self.options.results_path, self.cells, self.results, self.environment.facts,
-                          server_records(self.runs.values()), self.confirmations, errored_variants(self.runs.values()))
-
-
-def _git_commit(root: Path) -> str | None:
-    import subprocess
-
-    try:
-        out = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=root, capture_output=True,
-                             text=True, timeout=5, check=True)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout.strip() or None
+        self.errors.extend(write_outputs(lambda: results_document(self), self.options, os.environ,
+                                         measured=bool(self.runs)))

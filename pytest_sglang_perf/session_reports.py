@@ -1,4 +1,5 @@
-"""The session's end-of-run report: the summary's sections (servers, cells, A/B), at pytest's verbosity.
+"""The session's end-of-run report: the summary's sections (servers, cells, A/B), at pytest's verbosity; and its
+results document (what the results file, the Markdown report and the plots are made of).
 
 Plain Python (no pytest): plugin.py writes each section under its title. Below 0 (-q) only the cells section's
 closing lines (the counts, what was not gated, what errored, how to go on); 0 and more every section, the cells
@@ -8,7 +9,7 @@ tables showing every metric only with -v (gate/terminal.py).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pytest_sglang_perf.server.logdirs import shown_path
 
@@ -42,7 +43,8 @@ def cells_lines(session: PerfSession) -> list[str]:
     pointers = Pointers(logs, None if results is None else shown_path(results, cwd),
                         servers_shown=session.options.verbosity >= 0)
     return summary_lines(session.cells, errored=errored_variants(session.runs.values()),
-                         verbosity=session.options.verbosity, pointers=pointers)
+                         verbosity=session.options.verbosity, pointers=pointers,
+                         baselines=session.baselines.ledger.lines(collected_cells(session)))
 
 
 def significant_only(ab: list[str]) -> list[str]:
@@ -66,3 +68,24 @@ def significant_only(ab: list[str]) -> list[str]:
         return ab
     counted = f"({quiet} comparison(s) not significant; -v shows every comparison)"
     return [title, *kept, counted, footnote] if kept else [title, counted]  # the footnote is about intervals shown
+
+
+def results_document(session: PerfSession) -> dict[str, Any]:
+    """The session's results (gate/results_file.py), with the machine it ran on and what it did to the baselines."""
+    from pytest_sglang_perf.gate.environment import detect_gpus
+    from pytest_sglang_perf.gate.results_file import results_document as document
+    from pytest_sglang_perf.outputs.machine import machine_facts
+    from pytest_sglang_perf.server_views import errored_variants, server_records
+
+    machine = machine_facts(session.baselines.commit, detect_gpus(), simulated=session.options.simulate)
+    runs = session.runs.values()
+    return document(session.records, session.environment.facts, server_records(runs), errored_variants(runs),
+                    simulated=session.options.simulate, machine=machine,
+                    baselines=session.baselines.ledger.to_dict(collected_cells(session)))
+
+
+def collected_cells(session: PerfSession) -> set[tuple[str, str]]:
+    """(test id, variant) of every collected perf test."""
+    from pytest_sglang_perf.gate.cell_ids import strip_variant
+
+    return {(strip_variant(nodeid, run.name), run.name) for run in session.runs.values() for nodeid in run.tests}

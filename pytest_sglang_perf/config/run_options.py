@@ -14,6 +14,8 @@ class RunOptions:
     config_path: Path | None = None
     simulate: bool = False
     update_baselines: bool = False
+    update_new_only: bool = False
+    """`--sglang-update-baselines=new`: record only the cells that have no baseline entry yet."""
     results_path: Path | None = None
     variants: tuple[str, ...] | None = None
     log_dir: Path | None = None
@@ -30,5 +32,11 @@ class RunOptions:
     """pytest's verbosity: below 0 (-q) terse, 0 one line per boot, 1 and more (-v) every boot step live."""
     heartbeat: float = 15.0
     """Seconds of terminal silence during a boot before a "still booting" line (0: none)."""
+    markdown_path: Path | None = None
+    """`--sglang-markdown PATH`: the session's Markdown report (also appended to $GITHUB_STEP_SUMMARY when set)."""
+    plots_dir: Path | None = None
+    """`--sglang-plots DIR`: the session's plots (PNG; needs matplotlib)."""
+    benchmark: bool = False
+    """`--sglang-benchmark`: feed every cell to pytest-benchmark even when none of its outputs was asked for."""
     log_root: Path | None = None
     """Where run folders of server logs go when no log_dir is set (pytest's cache dir); None: a temp dir."""

@@ -35,7 +35,7 @@ _PLUGIN_OWNED_FLAGS = {
 }
 _TOP_KEYS = {
     "model", "args", "variants", "tolerance", "startup_timeout", "server_command", "request",
-    "baseline_dir", "env", "simulate", "log_dir", "gate", "stop_grace",
+    "baseline_dir", "env", "simulate", "log_dir", "gate", "stop_grace", "baseline_max_age",
 }
 
 
@@ -71,6 +71,8 @@ class Settings:
     request: RequestDefaults = field(default_factory=RequestDefaults)
     gate: GateSettings = field(default_factory=GateSettings)
     baseline_dir: Path = Path("baselines")
+    baseline_max_age: float | None = None
+    """Seconds after which a baseline entry is reported as old (`baseline_max_age = "90d"`); None: never."""
     log_dir: Path | None = None
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     simulate: SimulateSettings = SimulateSettings()
@@ -190,6 +192,7 @@ def parse_settings(table: Mapping[str, Any], *, source: str, root: Path) -> Sett
         request=parse_request(reader, table.get("request")),
         gate=parse_gate(reader, table.get("gate")),
         baseline_dir=root / reader.get(table, "baseline_dir", string, default="baselines"),
+        baseline_max_age=reader.get(table, "baseline_max_age", parse_duration, default=None),
         log_dir=_optional_dir(root, reader.get(table, "log_dir", string, default=None)),
         env=reader.get(table, "env", _env, default=MappingProxyType({})),
         simulate=_simulate(reader, table.get("simulate"), root),

@@ -5,12 +5,13 @@ from __future__ import annotations
 import math
 import re
 
-_DURATION = re.compile(r"^\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
+_DURATION = re.compile(
+    r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from a number (seconds) or a string like '30m', '90s', '1h30m', '2.5m'; must be positive."""
+    """Seconds from a number (seconds) or a string like '30m', '90s', '1h30m', '2.5m', '90d'; must be positive."""
     seconds = _seconds(value)
     if seconds <= 0:
         raise ValueError(f"a duration must be positive, got {value!r}")
@@ -31,9 +32,9 @@ def _seconds(value: object) -> float:
     if isinstance(value, int | float):
         return float(value)
     if isinstance(value, str) and (match := _DURATION.match(value)) and any(match.groups()):
-        h, m, s = (float(g) if g else 0.0 for g in match.groups())
-        return h * 3600 + m * 60 + s
-    raise ValueError(f"expected a duration like '30m', '90s' or '1h30m', got {value!r}")
+        d, h, m, s = (float(g) if g else 0.0 for g in match.groups())
+        return d * 86400 + h * 3600 + m * 60 + s
+    raise ValueError(f"expected a duration like '30m', '90s', '1h30m' or '90d', got {value!r}")
 
 
 def parse_percent(value: object) -> float:

@@ -1,6 +1,8 @@
 """One recorded baseline (BaselineEntry), the error a bad baseline file raises, and the file schema's version.
 
-The file format is described in store.py; baseline_parse.py reads a file's entries, store.py writes them.
+The file format is described in store.py; baseline_parse.py reads a file's entries (an older schema is first
+upgraded by migrate.py, the one place that knows the older schemas), store.py writes them, always in the current
+schema.
 """
 
 from __future__ import annotations
@@ -17,7 +19,14 @@ from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import metric_values
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+"""The schema this version writes. 2 added each entry's `source` (how it came to be: recorded or accepted)."""
+
+SOURCE_RECORDED = "recorded"
+"""An entry `--sglang-update-baselines` wrote from this machine's own measurement."""
+SOURCE_ACCEPTED = "accepted"
+"""An entry `sglang-perf baseline accept` took from a results file (a CI run on a GPU runner)."""
+SOURCE_KINDS = (SOURCE_RECORDED, SOURCE_ACCEPTED)
 
 EntryKey = tuple[str, str]
 """(test id, variant)."""
@@ -59,6 +68,10 @@ class BaselineEntry:
     """What was measured (request, resolved args, model, GPUs); None in entries recorded before it was kept."""
     boots: tuple[BootRecord, ...] = ()
     """The boots the samples came from, in order; empty in older entries (one boot: all samples)."""
+    source: Mapping[str, Any] | None = None
+    """How the entry came to be: {"how": "recorded" | "accepted", "dirty": bool | None, "host": str | None,
+    "results_file": str | None (accepted: the results file's name), "generated_at": str | None (accepted: when the
+    results file was written)}; None in entries written before schema 2 or by a writer that did not say."""
 
     def boot_records(self) -> tuple[BootRecord, ...]:
         """The entry's boots; an older entry's samples all come from one boot, with the summaries' boot costs."""
@@ -97,6 +110,7 @@ class BaselineEntry:
             "recorded_at": self.recorded_at,
             "commit": self.commit,
             "environment": dict(self.environment),
+            "source": None if self.source is None else dict(self.source),
         }
 
 
@@ -106,3 +120,5 @@ class BaselineFileError(SGLangPerfError):
     def __init__(self, path: Path, problem: str, fix: str) -> None:
         super().__init__(f"baseline file {path}: {problem}; {fix}")
         self.path = path
+        self.problem = problem
+        self.fix = fix

@@ -1,23 +1,21 @@
-"""Reading a baseline file: the JSON document, its schema version and header, and each entry, checked field by
-field. A problem raises BaselineFileError naming the file, the problem and the fix.
+"""Reading a baseline file: the JSON document, its schema version (an older schema is upgraded by migrate.py), its
+header, and each entry, checked field by field. A problem raises BaselineFileError naming the file, the problem and
+the fix. `parse_entry` is the one entry parser: baseline files and the entries of a results file (`sglang-perf
+baseline accept`) both go through it.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-from pytest_sglang_perf.gate.baseline import (
-    SCHEMA_VERSION,
-    BaselineEntry,
-    BaselineFileError,
-    BootRecord,
-    EntryKey,
-)
+from pytest_sglang_perf.gate.baseline import SOURCE_KINDS, BaselineEntry, BaselineFileError, BootRecord, EntryKey
 from pytest_sglang_perf.gate.identity import CellIdentity
+from pytest_sglang_perf.gate.migrate import schema_of, upgrade
 from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
@@ -26,14 +24,37 @@ _RERECORD = "move the file away and re-record with --sglang-update-baselines"
 _FIX_ENTRY = "fix or delete that entry, or " + _RERECORD
 
 
+@dataclass(frozen=True)
+class BaselineFile:
+    """A baseline file as read: its header and entries (in the current schema, whatever schema it was stored in)."""
+
+    path: Path
+    environment_key: str
+    environment: Mapping[str, Any]
+    """The last writer's software facts (the file's header)."""
+    entries: dict[EntryKey, BaselineEntry]
+    stored_schema: int
+    """The schema the file is stored in; older than SCHEMA_VERSION until the next write rewrites it."""
+
+
 def load_entries(path: Path, environment_key: str) -> dict[EntryKey, BaselineEntry]:
     """The entries of the baseline file at `path` by (test id, variant); empty when there is no file."""
+    found = read_baseline_file(path, environment_key)
+    return {} if found is None else found.entries
+
+
+def read_baseline_file(path: Path, environment_key: str | None) -> BaselineFile | None:
+    """The baseline file at `path` (header and entries), None when there is none; raises BaselineFileError.
+    `environment_key` is what the file's name says it holds; None: whatever it holds (a copy under another name,
+    e.g. one written by `git show REV:baselines/KEY.json > old.json`)."""
     doc = _read_document(path)
     if doc is None:
-        return {}
-    _check_schema(path, doc)
+        return None
+    stored = schema_of(path, doc)
+    doc = upgrade(path, doc)
     _check_header(path, doc, environment_key)
-    return _parse_entries(path, doc["entries"])
+    return BaselineFile(path, doc["environment_key"], MappingProxyType(doc["environment"]),
+                        _parse_entries(path, doc["entries"]), stored)
 
 
 def _read_document(path: Path) -> dict[str, Any] | None:
@@ -67,26 +88,13 @@ def _invalid_json(exc: ValueError) -> str:
     return f"is not valid JSON ({exc})"
 
 
-def _check_schema(path: Path, doc: Mapping[str, Any]) -> None:
-    if "schema_version" not in doc:
-        raise BaselineFileError(path, "has no schema_version (not a pytest-sglang-perf baseline?)", _RERECORD)
-    version = doc["schema_version"]
-    if isinstance(version, bool) or not isinstance(version, int):
-        raise BaselineFileError(path, f"schema_version must be an integer, found {version!r}", _RERECORD)
-    if version < SCHEMA_VERSION:
-        problem = f"was recorded with schema {version}; this plugin reads schema {SCHEMA_VERSION}"
-        raise BaselineFileError(path, problem, f"to re-record, {_RERECORD}")
-    if version > SCHEMA_VERSION:
-        problem = (f"was written with schema {version} by a newer pytest-sglang-perf; "
-                   f"this one reads schema {SCHEMA_VERSION}")
-        fix = "upgrade pytest-sglang-perf (pip install -U pytest-sglang-perf)"
-        raise BaselineFileError(path, problem, fix)
-
-
-def _check_header(path: Path, doc: Mapping[str, Any], environment_key: str) -> None:
+def _check_header(path: Path, doc: Mapping[str, Any], environment_key: str | None) -> None:
     if "environment_key" not in doc:
         raise BaselineFileError(path, "has no environment_key", _RERECORD)
-    if doc["environment_key"] != environment_key:
+    if not isinstance(doc["environment_key"], str):
+        raise BaselineFileError(path, f"environment_key must be a string, found {_json_type(doc['environment_key'])}",
+                                _RERECORD)
+    if environment_key is not None and doc["environment_key"] != environment_key:
         problem = f"holds environment_key {doc['environment_key']!r}, but its name says {environment_key!r}"
         fix = "rename the file to match its environment_key, or " + _RERECORD
         raise BaselineFileError(path, problem, fix)
@@ -103,7 +111,7 @@ def _parse_entries(path: Path, entries: Mapping[str, Any]) -> dict[EntryKey, Bas
             problem = f"entry {test_id!r} must map variant names to entries, found {_json_type(variants)}"
             raise BaselineFileError(path, problem, _FIX_ENTRY)
         for variant, data in variants.items():
-            out[(test_id, variant)] = _parse_entry(path, test_id, variant, data)
+            out[(test_id, variant)] = parse_entry(path, test_id, variant, data)
     return out
 
 
@@ -115,7 +123,9 @@ _ENTRY_FIELDS: Mapping[str, tuple[tuple[type, ...], str]] = MappingProxyType({
 })
 
 
-def _parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineEntry:
+def parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineEntry:
+    """One entry (a baseline file's `entries[test_id][variant]`, or a results file cell's `entry`) in the current
+    schema; raises BaselineFileError naming `path`, the entry and the problem."""
     where = f"entry {test_id!r} variant {variant!r}"
     if not isinstance(data, dict):
         raise BaselineFileError(path, f"{where} must be an object, found {_json_type(data)}", _FIX_ENTRY)
@@ -137,7 +147,32 @@ def _parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineE
         startup=_optional_object(path, where, data, "startup"), ran=_optional_object(path, where, data, "ran"),
         identity=_parse_identity(path, where, data.get("identity")),
         boots=_parse_boots(path, where, data.get("boots"), len(data["samples"])),
+        source=_parse_source(path, where, data.get("source")),
     )
+
+
+_SOURCE_FIELDS: Mapping[str, tuple[type, ...]] = MappingProxyType({
+    "dirty": (bool, type(None)), "host": (str, type(None)), "results_file": (str, type(None)),
+    "generated_at": (str, type(None)),
+})
+
+
+def _parse_source(path: Path, where: str, data: Any) -> Mapping[str, Any] | None:
+    """Absent or null (schema 1, or a writer that did not say), else {"how": "recorded" | "accepted", ...}."""
+    if data is None:
+        return None
+    problem = None
+    if not isinstance(data, dict):
+        problem = f"must be an object or null, found {_json_type(data)}"
+    elif data.get("how") not in SOURCE_KINDS:
+        problem = f"'how' must be one of {', '.join(map(repr, SOURCE_KINDS))}, found {data.get('how')!r}"
+    else:
+        wrong = [key for key, kinds in _SOURCE_FIELDS.items() if not isinstance(data.get(key), kinds)]
+        if wrong:
+            problem = f"{wrong[0]!r} has the wrong type: {data[wrong[0]]!r}"
+    if problem is not None:
+        raise BaselineFileError(path, f"{where}: 'source' {problem}", _FIX_ENTRY)
+    return MappingProxyType(dict(data))
 
 
 def _parse_identity(path: Path, where: str, data: Any) -> CellIdentity | None:

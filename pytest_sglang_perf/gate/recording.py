@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.gate.baseline import BaselineEntry, BootRecord
+from pytest_sglang_perf.gate.baseline import SOURCE_RECORDED, BaselineEntry, BootRecord
 from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
@@ -42,10 +42,12 @@ class PendingCell:
 
 
 class Recorder:
-    def __init__(self, judge: Judge, facts: Mapping[str, Any], commit: str | None) -> None:
+    def __init__(self, judge: Judge, facts: Mapping[str, Any], commit: str | None,
+                 source: Mapping[str, Any] | None = None) -> None:
         self._judge = judge
         self._facts = facts
         self._commit = commit
+        self._source = source
         self._pending: dict[str, list[PendingCell]] = {}
 
     def add(self, test_id: str, result: Result, place: CellPlace, run: RecordedRun) -> None:
@@ -67,29 +69,41 @@ class Recorder:
         return [self._judge.store(key).write(entries, self._facts) for key, entries in by_key.items()]
 
     def _entry(self, cell: PendingCell) -> BaselineEntry:
-        results = cell.results
-        first = cell.first
-        return BaselineEntry(
-            test_id=cell.test_id,
-            variant=first.variant,
-            summaries=summaries_over(results),
-            samples=tuple(sample for result in results for sample in result.samples),
-            args=cell.run.args,
-            prompt_hash=first.prompt_hash,
-            params=first.settings,
-            recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
-            commit=self._commit,
-            environment=self._facts,
-            startup=None if first.startup is None else first.startup.to_dict(),
-            ran=cell.run.ran,
-            identity=cell.place.identity,
-            boots=tuple(_boot(result) for result in results),
-        )
+        return build_entry(cell.test_id, cell.results, cell.place, cell.run, self._facts, self._commit, self._source)
+
+
+def build_entry(test_id: str, results: Sequence[Result], place: CellPlace, run: RecordedRun,
+                facts: Mapping[str, Any], commit: str | None, source: Mapping[str, Any] | None = None) -> BaselineEntry:
+    """The baseline entry of a cell measured on one or more boots (`results`, in boot order): what
+    --sglang-update-baselines records, and what a results file offers to `sglang-perf baseline accept`."""
+    first = results[0]
+    return BaselineEntry(
+        test_id=test_id,
+        variant=first.variant,
+        summaries=summaries_over(results),
+        samples=tuple(sample for result in results for sample in result.samples),
+        args=run.args,
+        prompt_hash=first.prompt_hash,
+        params=first.settings,
+        recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        commit=commit,
+        environment=facts,
+        startup=None if first.startup is None else first.startup.to_dict(),
+        ran=run.ran,
+        identity=place.identity,
+        boots=tuple(_boot(result) for result in results),
+        source=source,
+    )
 
 
 def _boot(result: Result) -> BootRecord:
     capture = result.values.get("graph_capture_seconds")
     return BootRecord(len(result.samples), result.boot_seconds, None if not capture else capture[0])
+
+
+def recorded_source(host: str | None, dirty: bool | None) -> dict[str, Any]:
+    """The `source` of an entry this session records: the host that measured it and whether its checkout was dirty."""
+    return {"how": SOURCE_RECORDED, "dirty": dirty, "host": host, "results_file": None, "generated_at": None}
 
 
 def summaries_over(results: Sequence[Result]) -> dict[str, Summary]:

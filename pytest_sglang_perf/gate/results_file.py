@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,32 +26,59 @@ from pytest_sglang_perf.measurement.result import Result
 SCHEMA_VERSION = 1
 
 
-def write_results(
-    path: Path,
-    cells: Sequence[Cell],
-    results: Mapping[tuple[str, str], Result],
+@dataclass(frozen=True)
+class CellRecord:
+    """One checked cell with what it was judged on: its measurement, the re-measure of a regression, and the
+    baseline file key and entry that recording it would write (what `sglang-perf baseline accept` reads)."""
+
+    cell: Cell
+    result: Result | None = None
+    confirmation: Result | None = None
+    environment_key: str | None = None
+    entry: Mapping[str, Any] | None = None
+
+
+def records_of(cells: Sequence[Cell], results: Mapping[tuple[str, str], Result]) -> list[CellRecord]:
+    """Records of cells measured once each (a cell's result looked up by test id and variant)."""
+    return [CellRecord(cell, results.get((cell.test_id, cell.variant))) for cell in cells]
+
+
+def results_document(
+    records: Sequence[CellRecord],
     environment: Mapping[str, Any],
     servers: Mapping[str, Mapping[str, Any]] | None = None,
-    confirmations: Mapping[tuple[str, str], Result] | None = None,
     errored: Sequence[ErroredVariant] = (),
-) -> None:
-    """Write the session's results to `path` (its directory is created if needed).
+    *,
+    simulated: bool | None = None,
+    machine: Mapping[str, Any] | None = None,
+    baselines: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The session's results as a JSON-ready document (the results file, the Markdown report and the plots read it).
 
-    `servers` holds, per variant, what its server really ran and what its boot cost (see session.server_records).
+    `servers` holds, per variant, what its server really ran and what its boot cost (see session.server_records);
+    `machine` the machine that ran the session and its commit (outputs/machine.py); `baselines` what recording
+    did to the baseline files (gate/ledger.py). `simulated` defaults to whether any cell is.
     """
     doc = {
         "schema_version": SCHEMA_VERSION,
         "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "simulated": any(c.simulated for c in cells),
+        "simulated": any(r.cell.simulated for r in records) if simulated is None else simulated,
         "environment": dict(environment),
+        "machine": None if machine is None else dict(machine),
         "servers": {name: dict(record) for name, record in (servers or {}).items()},
-        "cells": [_cell(c, results.get((c.test_id, c.variant)), (confirmations or {}).get((c.test_id, c.variant)))
-                  for c in cells],
+        "cells": [_record(record) for record in records],
         "errored": [e.to_dict() for e in errored],
+        "baselines": None if baselines is None else dict(baselines),
     }
+    finite: dict[str, Any] = _finite(doc)
+    return finite
+
+
+def write_results(path: Path, doc: Mapping[str, Any]) -> None:
+    """Write a results document (results_document) to `path`, atomically; its directory is created if needed."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, dump_json(_finite(doc)))
+    atomic_write(path, dump_json(doc))
 
 
 def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, Any]:
@@ -69,6 +97,11 @@ def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, 
         "confirmation": confirmation,
         **_result(result),
     }
+
+
+def _record(record: CellRecord) -> dict[str, Any]:
+    return {**_cell(record.cell, record.result, record.confirmation), "environment_key": record.environment_key,
+            "entry": None if record.entry is None else dict(record.entry)}
 
 
 def _check(check: MetricCheck) -> dict[str, Any]:

@@ -1,15 +1,19 @@
 """Baseline files: `<directory>/<environment-key>.json`, entries keyed by test id and variant.
 
-A file holds `schema_version` (SCHEMA_VERSION), its `environment_key`, the last writer's `environment`
+A file holds `schema_version` (SCHEMA_VERSION, now 2), its `environment_key`, the last writer's `environment`
 and `entries[test_id][variant]` with the metric summaries, the raw samples, the variant's args, the
 prompt hash, the request params, when (`recorded_at`, ISO-8601 UTC) and from which `commit` it was
 recorded, the software `environment` at that time, and (optional, null in older files) the server's
 `startup` facts, what it `ran` (its effective configuration in words), the cell's `identity` (gate/identity.py:
-what makes a later cell comparable) and its `boots` (samples per server boot, with each boot's costs).
+what makes a later cell comparable), its `boots` (samples per server boot, with each boot's costs) and its
+`source` (schema 2: how it came to be, `{"how": "recorded" | "accepted", "dirty", "host", "results_file",
+"generated_at"}`; `accepted` entries came from a results file through `sglang-perf baseline accept`).
 
-A bad file (invalid JSON, another schema, a malformed entry) raises BaselineFileError naming the file,
-the problem and the fix; it is never rewritten. A session reads every file of its directory before any server
-starts (`check_baseline_dir`), so a broken store stops it there, once, not after each cell was measured.
+A file of an older schema (1) is upgraded when read, in one place (migrate.py), and stored in the current schema
+by the next write. A bad file (invalid JSON, a schema older than the oldest one known or newer than this version's,
+a malformed entry) raises BaselineFileError naming the file, the problem and the fix; it is never rewritten. A
+session reads every file of its directory before any server starts (`check_baseline_dir`), so a broken store stops
+it there, once, not after each cell was measured.
 
 Writes hold a file lock (kept in the temporary directory, so nothing but the JSON files lands in the baseline
 directory), re-read the file, merge the new entries into it and replace it atomically, so parallel workers never
@@ -75,7 +79,7 @@ class BaselineStore:
         for entry in new.values():
             _check_serialisable(entry)
         self.directory.mkdir(parents=True, exist_ok=True)
-        with _locked(self.path):
+        with locked(self.path):
             merged = load_entries(self.path, self.environment_key)
             merged.update(new)
             atomic_write(self.path, render(self.environment_key, environment, merged.values()))
@@ -149,7 +153,8 @@ def _check_serialisable(entry: BaselineEntry) -> None:
 
 
 @contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
+    """Hold the writers' lock of baseline file `path` (every change to a baseline file happens under it)."""
     import filelock  # lazily: importing the plugin stays cheap
 
     lock = filelock.FileLock(str(lock_path(path)), timeout=LOCK_TIMEOUT)

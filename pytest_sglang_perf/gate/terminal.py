@@ -194,11 +194,12 @@ _NO_POINTERS = Pointers()
 
 def summary_lines(cells: Sequence[Cell], refresh_flag: str = "--sglang-update-baselines", *,
                   errored: Sequence[ErroredVariant] = (), verbosity: int = 0,
-                  pointers: Pointers = _NO_POINTERS) -> list[str]:
+                  pointers: Pointers = _NO_POINTERS, baselines: Sequence[str] = ()) -> list[str]:
     """The terminal summary: a table per variant (test x metric), the counts, the variants that errored, then how
     to go on. With verbosity 0 a table shows each cell's first metric and the notable ones (regressed,
     inconclusive, improved) and counts the others; with 1 or more, every metric; below 0 (-q), no tables.
 
+    `baselines`: what the run did with the baseline files (gate/ledger.py), after the counts.
     No cells and no errored variant, no lines.
     """
     if not cells and not errored:
@@ -208,7 +209,8 @@ def summary_lines(cells: Sequence[Cell], refresh_flag: str = "--sglang-update-ba
         for variant in dict.fromkeys(c.variant for c in cells):
             lines.extend(_variant_table(variant, [c for c in cells if c.variant == variant], full=verbosity > 0))
     lines.append(_count_line(cells, errored))
-    lines.extend(wrap_all([*_errored_line(errored), *_underpowered(cells, full=verbosity > 0), *_not_gated(cells)]))
+    notes = [*baselines, *_errored_line(errored), *_underpowered(cells, full=verbosity > 0), *_not_gated(cells)]
+    lines.extend(wrap_all(notes))
     lines.extend(wrap_all(_closing_hint(cells, refresh_flag, pointers)))
     return lines
 

@@ -10,8 +10,9 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _no_outside_settings(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """The plugin's and the simulator's environment variables of the calling shell do not reach the runs."""
+    """The plugin's and the simulator's environment variables of the calling shell do not reach the runs, nor a
+GitHub job's summary file (each run would append its report to it)."""
     for name in os.environ:
-        if name.startswith(("SGLANG_PERF_", "SGLANG_SIM_")):
+        if name.startswith(("SGLANG_PERF_", "SGLANG_SIM_")) or name == "GITHUB_STEP_SUMMARY":
             monkeypatch.delenv(name)
     yield

@@ -60,8 +60,8 @@ RERECORD = "move the file away and re-record with --sglang-update-baselines"
 
 @pytest.mark.parametrize(("damage", "problem"), [
     (lambda text: text[:-40], "is not valid JSON (*); repair it (an unresolved merge?) or " + RERECORD),
-    (lambda text: text.replace('"schema_version": 1', '"schema_version": 7'),
-     "was written with schema 7 by a newer pytest-sglang-perf; this one reads schema 1; upgrade pytest-sglang-perf "
+    (lambda text: text.replace('"schema_version": 2', '"schema_version": 7'),
+     "was written with schema 7 by a newer pytest-sglang-perf; this one reads schema 2; upgrade pytest-sglang-perf "
      "(pip install -U pytest-sglang-perf)"),
 ], ids=["corrupt", "newer-schema"])
 def test_a_broken_baseline_stops_the_session_before_any_boot(pytester: pytest.Pytester,

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from test_store import ENV, KEY, entry
 
-from pytest_sglang_perf.gate.baseline_list import list_baselines, medians_text
 from pytest_sglang_perf.gate.store import BaselineStore, BrokenBaselines, check_baseline_dir
 
 RERECORD = "move the file away and re-record with --sglang-update-baselines"
@@ -39,25 +38,5 @@ def test_an_unknown_schema_and_a_second_bad_file_are_both_named(tmp_path: Path) 
     assert str(raised.value) == (
         "sglang-perf: 2 baseline files cannot be used; no server was started:\n"
         f"  baseline file {other}: must hold a JSON object, found a list; {RERECORD}\n"
-        f"  baseline file {newer}: was written with schema 99 by a newer pytest-sglang-perf; this one reads schema 1; "
+        f"  baseline file {newer}: was written with schema 99 by a newer pytest-sglang-perf; this one reads schema 2; "
         "upgrade pytest-sglang-perf (pip install -U pytest-sglang-perf)")
-
-
-def test_the_listing_shows_each_median_in_its_unit(tmp_path: Path) -> None:
-    path = BaselineStore(tmp_path, KEY).write([entry()], ENV)
-    assert list_baselines(tmp_path).lines == [
-        f"{path}: 1 cell (medians)",
-        "  tests/perf/test_a.py::test_rbt [default]: 3 requests over 1 boot, recorded 2026-05-09T07:35:25+00:00 at "
-        "commit abc123",
-        "    output_throughput 55.12 tok/s, ttft 442.9 ms",
-    ]
-    assert medians_text(entry()) == "output_throughput 55.12 tok/s, ttft 442.9 ms"
-
-
-def test_the_listing_names_a_bad_file_and_goes_on(tmp_path: Path) -> None:
-    BaselineStore(tmp_path, KEY).write([entry()], ENV)
-    (tmp_path / "broken.json").write_text("{")
-    listing = list_baselines(tmp_path)
-    assert len(listing.lines) == 3
-    [problem] = listing.problems
-    assert problem.startswith(f"baseline file {tmp_path / 'broken.json'}: is not valid JSON")

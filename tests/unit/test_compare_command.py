@@ -10,7 +10,7 @@ import pytest
 
 from pytest_sglang_perf.cli import main
 from pytest_sglang_perf.gate.compare import Cell
-from pytest_sglang_perf.gate.results_file import write_results
+from pytest_sglang_perf.gate.results_file import records_of, results_document, write_results
 from pytest_sglang_perf.gate.results_read import ResultsFileError, read_result_cells
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.measurement.samples import Sample
@@ -34,7 +34,8 @@ def result(variant: str, slowdown: float = 1.0, simulated: bool = True) -> Resul
 
 def write(path: Path, runs: Sequence[tuple[str, Result]]) -> Path:
     cells = [Cell(test_id, res.variant, (), res.simulated) for test_id, res in runs]
-    write_results(path, cells, {(test_id, res.variant): res for test_id, res in runs}, {"key": "sim"})
+    results = {(test_id, res.variant): res for test_id, res in runs}
+    write_results(path, results_document(records_of(cells, results), {"key": "sim"}))
     return path
 
 

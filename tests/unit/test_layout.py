@@ -13,7 +13,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "pytest_sglang_perf"
 ROOT = "pytest_sglang_perf"
-PYTEST_FACING = {"plugin", "options", "handle", "cli"}
+PYTEST_FACING = {"plugin", "options", "handle", "cli", "benchmark_bridge"}
 """The modules that adapt pytest; everything else is plain Python that can run without it."""
 SHARED_LEAVES = {f"{ROOT}.errors"}
 """Leaf modules every part may import (they import nothing of the package)."""

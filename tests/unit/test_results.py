@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from pytest_sglang_perf.gate.compare import Cell, check_all
-from pytest_sglang_perf.gate.results_file import write_results
+from pytest_sglang_perf.gate.results_file import records_of, results_document, write_results
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
@@ -51,7 +51,7 @@ def test_results_round_trip(tmp_path: Path) -> None:
     results = {("test_a", "default"): slow, ("test_a", "prefill_graph"): new}
     path = tmp_path / "out" / "results.json"
     before = datetime.now(UTC)
-    write_results(path, cells, results, ENV)
+    write_results(path, results_document(records_of(cells, results), ENV))
 
     doc = load(path)
     assert doc["schema_version"] == 1
@@ -81,7 +81,8 @@ def test_results_round_trip(tmp_path: Path) -> None:
 def test_updated_cells_and_real_runs(tmp_path: Path) -> None:
     fast, slow = result("default", simulated=False), result("default", e2e=12.0, simulated=False)
     path = tmp_path / "results.json"
-    write_results(path, [cell_for("t", slow, fast, updated=True)], {("t", "default"): slow}, {})
+    records = records_of([cell_for("t", slow, fast, updated=True)], {("t", "default"): slow})
+    write_results(path, results_document(records, {}))
     doc = load(path)
     assert doc["simulated"] is False
     assert doc["cells"][0]["verdict"] == "updated"
@@ -93,7 +94,7 @@ def test_a_cell_without_a_result_and_non_finite_values(tmp_path: Path) -> None:
     res = dataclasses.replace(result("default"), itl_p99=float("inf"))
     cells = [cell_for("t", res, None), Cell("lost", "default", (), simulated=True)]
     path = tmp_path / "results.json"
-    write_results(path, cells, {("t", "default"): res}, ENV)
+    write_results(path, results_document(records_of(cells, {("t", "default"): res}), ENV))
     first, second = load(path)["cells"]
     assert first["itl_p99"] is None
     assert (second["summaries"], second["samples"], second["params"], second["prompt_hash"]) == ({}, [], None, None)
@@ -103,7 +104,7 @@ def test_a_cell_without_a_result_and_non_finite_values(tmp_path: Path) -> None:
 def test_overwrites_an_existing_file_whole(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     path.write_text("x" * 100_000)
-    write_results(path, [], {}, ENV)
+    write_results(path, results_document(records_of([], {}), ENV))
     assert load(path)["cells"] == []
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results.json"]
 
@@ -111,6 +112,6 @@ def test_overwrites_an_existing_file_whole(tmp_path: Path) -> None:
 def test_rejects_values_json_cannot_hold(tmp_path: Path) -> None:
     path = tmp_path / "results.json"
     with pytest.raises(TypeError, match="cannot write object"):
-        write_results(path, [], {}, {"bad": object()})
+        write_results(path, results_document(records_of([], {}), {"bad": object()}))
     assert not path.exists()
     assert list(tmp_path.iterdir()) == []

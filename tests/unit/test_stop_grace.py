@@ -24,7 +24,7 @@ def test_durations_and_zero_are_accepted(value: object, seconds: float) -> None:
 
 
 @pytest.mark.parametrize(("toml", "problem"), [
-    ('"soon"', "expected a duration like '30m', '90s' or '1h30m', got 'soon'"),
+    ('"soon"', "expected a duration like '30m', '90s', '1h30m' or '90d', got 'soon'"),
     ("-1", "a grace period must be 0 or more seconds, got -1; write e.g. '5s', or 0 for none"),
     ("inf", "a grace period must be 0 or more seconds, got inf; write e.g. '5s', or 0 for none"),
     ("true", "expected a duration like '30m' or a number of seconds, not true/false"),

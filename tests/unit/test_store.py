@@ -168,9 +168,10 @@ CORRUPT: dict[str, tuple[bytes, str]] = {
     "no schema": (_with(lambda d: d.pop("schema_version")), r"has no schema_version"),
     "string schema": (_with(lambda d: d.update(schema_version="1")), r"schema_version must be an integer"),
     "older schema": (_with(lambda d: d.update(schema_version=0)),
-                     r"recorded with schema 0; this plugin reads schema 1.*re-record with --sglang-update-baselines"),
-    "newer schema": (_with(lambda d: d.update(schema_version=2)),
-                     r"schema 2 by a newer pytest-sglang-perf.*upgrade pytest-sglang-perf"),
+                     r"recorded with schema 0; this plugin reads schemas 1 to 2.*re-record with "
+                     r"--sglang-update-baselines"),
+    "newer schema": (_with(lambda d: d.update(schema_version=3)),
+                     r"schema 3 by a newer pytest-sglang-perf.*upgrade pytest-sglang-perf"),
     "no environment key": (_with(lambda d: d.pop("environment_key")), r"has no environment_key"),
     "other environment": (_with(lambda d: d.update(environment_key="a100")),
                           r"environment_key 'a100'.*rename the file"),

@@ -1,0 +1,1 @@
+"""`sglang-perf baseline ...`: baselines as reviewed artifacts (show, diff, accept, validate, prune)."""

@@ -1,0 +1,1 @@
+"""Where a session's results go besides the terminal: Markdown (job summaries), JUnit properties, the machine."""

@@ -1,0 +1,46 @@
+"""outputs/writers.py: only what was asked for is written; the job summary is appended to, in a paragraph of its
+own; an output that cannot be written is an error naming the option, the path and the fix."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.outputs import writers
+
+
+def _doc() -> dict[str, Any]:
+    return {"simulated": True, "cells": [], "errored": [], "environment": {}, "servers": {}}
+
+
+def test_nothing_asked_nothing_built() -> None:
+    def never() -> dict[str, Any]:
+        raise AssertionError("the document is built only when an output needs it")
+
+    assert writers.write_outputs(never, RunOptions(), {}, measured=True) == []
+    assert writers.write_outputs(never, RunOptions(), {"GITHUB_STEP_SUMMARY": "/x"}, measured=False) == []
+
+
+@pytest.mark.parametrize(("before", "joined"), [("", ""), ("earlier\n", "earlier\n\n"), ("earlier", "earlier\n\n"),
+                                                ("earlier\n\n", "earlier\n\n")])
+def test_the_summary_is_appended_as_a_paragraph(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, before: str,
+                                                joined: str) -> None:
+    monkeypatch.setattr("pytest_sglang_perf.outputs.markdown.markdown_report", lambda doc: "# report\n")
+    summary = tmp_path / "summary.md"
+    if before:
+        summary.write_text(before)
+    assert writers.write_outputs(_doc, RunOptions(), {"GITHUB_STEP_SUMMARY": str(summary)}, measured=True) == []
+    assert summary.read_text() == joined + "# report\n"
+
+
+def test_an_unwritable_output_is_an_error_naming_it(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    options = RunOptions(markdown_path=blocker / "report.md", results_path=tmp_path / "ok" / "r.json")
+    [error] = writers.write_outputs(_doc, options, {}, measured=True)
+    assert error.startswith(f"--sglang-markdown {blocker / 'report.md'}: cannot be written (")
+    assert error.endswith("choose a path you can write to")
+    assert (tmp_path / "ok" / "r.json").is_file()  # the other outputs are still written
