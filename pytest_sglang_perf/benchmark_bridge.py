@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from pytest_sglang_perf.config.settings import Variant
 from pytest_sglang_perf.gate.cell_ids import strip_variant
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck
 from pytest_sglang_perf.measurement.result import Result
@@ -102,8 +101,9 @@ def _loaded(config: pytest.Config) -> bool:
     return module is not None and config.pluginmanager.is_registered(module)
 
 
-def mark_items(config: pytest.Config, items: Sequence[pytest.Item], benchmark: bool) -> None:
-    """At collection: prepare the perf items (those using `sglang_perf`) for pytest-benchmark.
+def mark_items(config: pytest.Config, items: Sequence[tuple[pytest.Item, str]], benchmark: bool) -> None:
+    """At collection: prepare the perf items (those using `sglang_perf`, each with its variant's name) for
+    pytest-benchmark.
 
     Each gets its replay clock and a benchmark marker with it as the timer and its test id (the node id without
     the variant) as the group, so the variants of a test are compared side by side. Nothing is marked when the
@@ -117,19 +117,12 @@ def mark_items(config: pytest.Config, items: Sequence[pytest.Item], benchmark: b
             "--sglang-benchmark")
     if not wanted(config, benchmark):
         return
-    for item in items:
-        variant = _variant(item)
-        if variant is None or "benchmark" in getattr(item, "fixturenames", ()):
+    for item, variant in items:
+        if "benchmark" in getattr(item, "fixturenames", ()):
             continue
         clock = ReplayClock(item.nodeid)
         item.stash[_FEED] = _Feed(clock)
         item.add_marker(pytest.mark.benchmark(timer=clock, group=strip_variant(item.nodeid, variant)), append=False)
-
-
-def _variant(item: pytest.Item) -> str | None:
-    callspec = getattr(item, "callspec", None)
-    variant = callspec.params.get("sglang_variant") if callspec is not None else None
-    return variant.name if isinstance(variant, Variant) else None
 
 
 def feed(request: pytest.FixtureRequest, cell: Cell, result: Result) -> None:

@@ -136,7 +136,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=lambda item: order.get(_variant_of(item) or "", -1))
     from pytest_sglang_perf.benchmark_bridge import mark_items
 
-    mark_items(config, [item for item in items if _variant_of(item) is not None], session.options.benchmark)
+    mark_items(config, [(item, name) for item in items if (name := _variant_of(item)) is not None],
+               session.options.benchmark)
 
 
 def _variant_of(item: pytest.Item) -> str | None:

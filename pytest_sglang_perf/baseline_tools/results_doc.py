@@ -6,7 +6,6 @@ naming the file, the problem and the fix.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -15,8 +14,7 @@ from typing import Any
 
 from pytest_sglang_perf.gate.baseline import SOURCE_ACCEPTED, BaselineEntry, BaselineFileError
 from pytest_sglang_perf.gate.baseline_parse import parse_entry
-from pytest_sglang_perf.gate.results_file import SCHEMA_VERSION
-from pytest_sglang_perf.gate.results_read import REWRITE, ResultsFileError
+from pytest_sglang_perf.gate.results_read import REWRITE, ResultsFileError, read_results_document
 
 _WRITE_ONE = "pass a file written by: pytest --sglang-results PATH"
 
@@ -50,7 +48,7 @@ class ResultsFile:
 
 def read_results(path: Path) -> ResultsFile:
     """The results file at `path`, its cells' entries marked as accepted from it; raises ResultsFileError."""
-    doc = _document(path)
+    doc = read_results_document(path)
     machine = doc.get("machine") if isinstance(doc.get("machine"), dict) else None
     generated_at = doc.get("generated_at") if isinstance(doc.get("generated_at"), str) else None
     source = MappingProxyType({
@@ -61,28 +59,6 @@ def read_results(path: Path) -> ResultsFile:
     kept_by_new = isinstance(baselines, dict) and baselines.get("mode") == "new"
     cells = tuple(_cell(path, index, data, source, kept_by_new) for index, data in enumerate(doc["cells"]))
     return ResultsFile(path, generated_at, None if machine is None else MappingProxyType(machine), cells)
-
-
-def _document(path: Path) -> dict[str, Any]:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise ResultsFileError(path, "no such file", "check the path, or write one with: pytest --sglang-results "
-                                                     "PATH") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ResultsFileError(path, f"cannot read it ({exc})", "check that it is a readable text file") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ResultsFileError(path, f"not valid JSON ({exc.msg} at line {exc.lineno}, column {exc.colno})",
-                               _WRITE_ONE) from None
-    if not isinstance(doc, dict) or not isinstance(doc.get("cells"), list):
-        raise ResultsFileError(path, "not a pytest-sglang-perf results file (no 'cells' list)", _WRITE_ONE)
-    if doc.get("schema_version") != SCHEMA_VERSION:
-        problem = (f"schema_version {doc.get('schema_version')!r}, but this pytest-sglang-perf reads version "
-                   f"{SCHEMA_VERSION}")
-        raise ResultsFileError(path, problem, "write it again with this version: pytest --sglang-results PATH")
-    return doc
 
 
 def _cell(path: Path, index: int, data: Any, source: Mapping[str, Any], kept_by_new: bool) -> OfferedCell:

@@ -7,7 +7,6 @@ field is ignored, so a file with more fields still reads.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,17 @@ def read_result_cells(path: Path) -> list[CellSamples]:
     return [_cell(path, i, cell) for i, cell in enumerate(doc["cells"])]
 
 
-def _document(path: Path) -> Mapping[str, Any]:
+def read_results_document(path: Path) -> dict[str, Any]:
+    """The whole results document at `path`, once its cells and samples were checked as read_result_cells does;
+    raises ResultsFileError naming the file, the problem and the fix."""
+    path = Path(path)
+    doc = _document(path)
+    for index, cell in enumerate(doc["cells"]):
+        _cell(path, index, cell)
+    return doc
+
+
+def _document(path: Path) -> dict[str, Any]:
     doc = _load(path)
     if not isinstance(doc, dict) or "cells" not in doc:
         raise ResultsFileError(path, "not a pytest-sglang-perf results file (no 'cells' list)",

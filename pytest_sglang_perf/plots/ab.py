@@ -40,14 +40,8 @@ def ab_figure(figure: AbFigure, *, confidence: float, subtitle: Sequence[str]) -
     rows, columns = grid(len(figure.panels), max_columns=max(1, int(_MAX_WIDTH // width)))
     what = f"geometric mean per variant, whiskers: {confidence * 100:g}% confidence interval"
     header = style.Header(figure.test_id, [what, *subtitle], figure.simulated)
-    with style.drawing():
-        fig = style.new_figure(width * columns, _PANEL_HEIGHT * rows, header, _notes(figure, confidence))
-        axes = fig.subplots(rows, columns, squeeze=False).flatten()
-        for ax, panel in zip(axes, figure.panels, strict=False):
-            _panel(ax, panel, figure)
-        for ax in axes[len(figure.panels):]:
-            ax.set_visible(False)
-    return fig
+    return style.panel_figure(width, _PANEL_HEIGHT, header, _notes(figure, confidence), (rows, columns),
+                              figure.panels, lambda ax, panel: _panel(ax, panel, figure))
 
 
 def _notes(figure: AbFigure, confidence: float) -> list[str]:

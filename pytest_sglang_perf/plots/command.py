@@ -8,7 +8,6 @@ that cannot be written).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -65,11 +64,9 @@ def read_document(path: Path) -> dict[str, Any]:
     """A results file as a document; raises ResultsFileError naming the file, the problem and the fix.
 
     gate/results_read.py checks it (JSON, schema version, cells and their samples) before it is used whole."""
-    from pytest_sglang_perf.gate.results_read import read_result_cells
+    from pytest_sglang_perf.gate.results_read import read_results_document
 
-    read_result_cells(path)
-    doc: dict[str, Any] = json.loads(Path(path).read_text(encoding="utf-8"))
-    return doc
+    return read_results_document(path)
 
 
 def _write(docs: list[dict[str, Any]], out_dir: Path, confidence: float) -> list[Path] | int:

@@ -38,15 +38,9 @@ def history_figure(figure: HistoryFigure, *, confidence: float, subtitle: Sequen
         notes.insert(0, "dashed line: the baseline's median each run was compared with (where it had one)")
     if simulated and not all(figure.simulated):
         notes.append("red x labels: results files with SIMULATED numbers")
-    with style.drawing():
-        fig = style.new_figure(width * columns, _PANEL_HEIGHT * rows,
-                               style.Header(figure.test_id, [what, *subtitle], simulated), notes)
-        axes = fig.subplots(rows, columns, squeeze=False).flatten()
-        for ax, panel in zip(axes, figure.panels, strict=False):
-            _panel(ax, panel, figure)
-        for ax in axes[len(figure.panels):]:
-            ax.set_visible(False)
-    return fig
+    header = style.Header(figure.test_id, [what, *subtitle], simulated)
+    return style.panel_figure(width, _PANEL_HEIGHT, header, notes, (rows, columns), figure.panels,
+                              lambda ax, panel: _panel(ax, panel, figure))
 
 
 def _panel(ax: Axes, panel: Panel, figure: HistoryFigure) -> None:

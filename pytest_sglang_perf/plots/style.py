@@ -8,14 +8,17 @@ in the process that draws (a pytest session may use matplotlib itself).
 from __future__ import annotations
 
 import textwrap
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
+
+P = TypeVar("P")
 
 MATPLOTLIB_MISSING = "plots need matplotlib: pip install 'pytest-sglang-perf[plots]'"
 SIMULATED_LINE = "SIMULATED: numbers from the plugin's simulator, not from SGLang on a GPU"
@@ -84,6 +87,20 @@ def new_figure(width: float, height: float, header: Header, notes: Sequence[str]
     FigureCanvasAgg(figure)
     _header(figure, titles, header)
     _footnotes(figure, notes)
+    return figure
+
+
+def panel_figure(width: float, height: float, header: Header, notes: Sequence[str], grid: tuple[int, int],
+                 panels: Sequence[P], draw: Callable[[Axes, P], None]) -> Figure:
+    """A figure of `panels` on a rows x columns grid, each drawn by `draw`; the unused cells are hidden."""
+    rows, columns = grid
+    with drawing():
+        figure = new_figure(width * columns, height * rows, header, notes)
+        axes = figure.subplots(rows, columns, squeeze=False).flatten()
+        for ax, panel in zip(axes, panels, strict=False):
+            draw(ax, panel)
+        for ax in axes[len(panels):]:
+            ax.set_visible(False)
     return figure
 
 

@@ -107,6 +107,7 @@ def test_a_default_run_leaves_pytest_benchmark_silent(pytester: pytest.Pytester)
     assert [p for p in (pytester.path / ".benchmarks").rglob("*") if p.is_file()] == []
 
 
+@pytest.mark.slow
 def test_saved_runs_compare_and_render(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     _project(pytester)
     storage = f"file://{pytester.path / 'store'}"

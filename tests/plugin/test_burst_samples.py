@@ -48,6 +48,7 @@ def test_a_sample_that_arrived_in_one_read_is_kept_counted_and_shown(pytester: p
     assert cell["metrics"]["tpot"]["note"] == "tpot: 3/4 samples (1 arrived in one read)"
 
 
+@pytest.mark.slow
 def test_a_metric_the_run_cannot_measure_is_reported_not_dropped(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, request=REQUEST, sim=FAST_SIM)
     pytester.makepyfile(test_p=TEST)

@@ -70,9 +70,10 @@ def test_job_summary_markdown_junit_and_machine(pytester: pytest.Pytester, monke
     [cell] = doc["cells"]
     check = cell["metrics"]["output_throughput"]
 
-    # the job summary: the earlier step's line stays, the report follows; --sglang-markdown holds the same report
+    # the job summary: the earlier step's line stays, the report follows as a paragraph of its own; --sglang-markdown
+    # holds the same report
     report = (pytester.path / "out" / "report.md").read_text()
-    assert summary.read_text() == EARLIER + report
+    assert summary.read_text() == EARLIER + "\n" + report
     assert report.splitlines()[0] == "# sglang-perf: SIMULATED results"
     baseline, measured = (format_value("output_throughput", check[field]) for field in ("baseline", "measured"))
     assert f"| `test_perf.py::test_tree` | `output_throughput` | {baseline} | {measured} |" in report

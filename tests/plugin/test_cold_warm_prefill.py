@@ -56,6 +56,7 @@ def test_cold_by_default_warm_on_request(pytester: pytest.Pytester) -> None:
     assert log.read_text().count("Cache flushed successfully!") == 4
 
 
+@pytest.mark.slow
 def test_the_mode_is_part_of_the_baseline_and_a_warm_miss_is_warned(pytester: pytest.Pytester) -> None:
     config = write_project(pytester, {"default": [], "no_radix": ["--disable-radix-cache"]})
     pytester.makepyfile(test_cache_modes="""

@@ -122,6 +122,7 @@ def test_server_dying_mid_run(pytester: pytest.Pytester) -> None:
     assert "During handling of the above exception" not in result.stdout.str()
 
 
+@pytest.mark.slow
 def test_server_turning_slow_hits_the_request_timeout(pytester: pytest.Pytester) -> None:
     budget = Budget(request=1.0)
     _project(pytester, "slow-after:1:100", budget)

@@ -36,6 +36,7 @@ def _age(path: Path, test_id: str, variant: str, recorded_at: str) -> None:
     path.write_text(json.dumps(doc, indent=2, sort_keys=True) + "\n")
 
 
+@pytest.mark.slow
 def test_update_new_adds_only_missing_cells_and_counts(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, extra='baseline_max_age = "30d"')
     pytester.makepyfile(test_perf=TEST_FILE)

@@ -142,11 +142,12 @@ def test_a_ci_matrix_across_runners_merges_into_one_folder_the_later_file_winnin
 
 @pytest.mark.parametrize(("content", "problem"), [
     (None, "no such file; check the path, or write one with: pytest --sglang-results PATH"),
-    ("{", "not valid JSON (Expecting property name enclosed in double quotes at line 1, column 2); pass a file "
-          "written by: pytest --sglang-results PATH"),
+    ("{", "not valid JSON (Expecting property name enclosed in double quotes at line 1, column 2); write it again "
+          "with: pytest --sglang-results PATH"),
     ('{"schema_version": 1, "entries": {}}', "not a pytest-sglang-perf results file (no 'cells' list); pass a file "
                                              "written by: pytest --sglang-results PATH"),
-    (json.dumps({"schema_version": 1, "cells": [{"test_id": "t", "variant": "v", "verdict": "ok"}]}),
+    (json.dumps(results_doc([{k: v for k, v in result_cell(None, test_id="t", variant="v").items()
+                              if k not in ("entry", "environment_key")}])),
      "cell 0 (t [v]) carries no baseline entry ('entry', 'environment_key'): the file was written by an older "
      "pytest-sglang-perf; write it again with: pytest --sglang-results PATH (this version)"),
     (json.dumps(results_doc([{**result_cell(make_entry()), "entry": {"metrics": {}}}])),

@@ -36,6 +36,7 @@ def test_one_file_prints_each_png_written(tmp_path: Path, capsys: pytest.Capture
     assert all(png_size(Path(line))[0] > 600 for line in lines)
 
 
+@pytest.mark.slow
 def test_several_files_add_the_history_whatever_their_order(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     old = write(tmp_path / "old.json", results_doc([cell("default")], generated_at="2026-11-30T00:00:00+00:00"))
