@@ -237,6 +237,9 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.section(title)
         for line in lines:
             terminalreporter.write_line(line)
+    if session.written:
+        for line in _wrapped(f"sglang-perf: wrote {'; '.join(session.written)}"):
+            terminalreporter.write_line(line)
     nothing = session.nothing_measured()
     if nothing is not None:
         terminalreporter.write_line(nothing, yellow=True, bold=True)

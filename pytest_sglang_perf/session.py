@@ -78,6 +78,8 @@ class PerfSession:
         """The variants the session's tests use, in run order."""
         self.records: list[CellRecord] = []
         """Every checked cell in order, with its result, its re-measure and the entry recording it would write."""
+        self.written: list[str] = []
+        """What the end of the session wrote besides the terminal (results file, Markdown, plots), in words."""
         self.errors: list[str] = []
         """Session-level failures outside any test (a baseline boot that failed): the run exits non-zero."""
         self.logs = RunLogs(options.log_dir or settings.log_dir, options.log_root)
@@ -365,5 +367,6 @@ class PerfSession:
         from pytest_sglang_perf.outputs.writers import write_outputs
         from pytest_sglang_perf.session_reports import results_document
 
-        self.errors.extend(write_outputs(lambda: results_document(self), self.options, os.environ,
-                                         measured=bool(self.runs)))
+        outputs = write_outputs(lambda: results_document(self), self.options, os.environ, measured=bool(self.runs))
+        self.written = outputs.written
+        self.errors.extend(outputs.errors)

@@ -5,6 +5,7 @@ the plots. Each is written only when asked for; a file that cannot be written is
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -14,57 +15,77 @@ STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 """The file a GitHub Actions step appends Markdown to, for the job's summary page."""
 
 
+@dataclass
+class Outputs:
+    """What the end of a session wrote (one line each, for the summary) and what it could not write."""
+
+    written: list[str] = field(default_factory=list)
+    errors: list[str] = field(default_factory=list)
+
+    def attempt(self, what: str, path: Path, write: Callable[[], str]) -> None:
+        """Run `write` (it returns what it wrote, in words); an error names the option, the path and the cause."""
+        try:
+            self.written.append(write())
+        except OSError as exc:
+            self.errors.append(f"{what} {path}: cannot be written ({exc.strerror or exc}); choose a path you can "
+                               "write to")
+        except ImportError as exc:
+            self.errors.append(f"{what} {path}: {exc}")
+
+
 def write_outputs(document: Callable[[], dict[str, Any]], options: RunOptions, environ: Mapping[str, str], *,
-                  measured: bool) -> list[str]:
-    """Write every output asked for; returns what could not be written. `measured`: the session had perf tests
-    (the job summary gets no report from a run without any)."""
-    summary = environ.get(STEP_SUMMARY) or None
-    wanted = options.results_path or options.markdown_path or options.plots_dir or (summary and measured)
-    if not wanted:
-        return []
+                  measured: bool) -> Outputs:
+    """Write every output asked for. `measured`: the session had perf tests (the job summary gets no report from a
+    run without any)."""
+    summary = Path(environ[STEP_SUMMARY]) if environ.get(STEP_SUMMARY) and measured else None
+    outputs = Outputs()
+    if not (options.results_path or options.markdown_path or options.plots_dir or summary):
+        return outputs
     doc = document()
-    errors = []
     if options.results_path is not None:
-        errors += _attempt("--sglang-results", options.results_path, lambda: _results(options.results_path, doc))
-    if options.markdown_path is not None or (summary and measured):
-        errors += _markdown(doc, options.markdown_path, Path(summary) if summary and measured else None)
+        results = options.results_path
+        outputs.attempt("--sglang-results", results, lambda: _results(results, doc))
+    if options.markdown_path is not None or summary is not None:
+        _markdown(outputs, doc, options.markdown_path, summary)
     if options.plots_dir is not None:
-        errors += _attempt("--sglang-plots", options.plots_dir, lambda: _plots(options.plots_dir, doc))
-    return errors
+        plots = options.plots_dir
+        outputs.attempt("--sglang-plots", plots, lambda: _plots(plots, doc))
+    return outputs
 
 
-def _results(path: Path | None, doc: Mapping[str, Any]) -> None:
+def _results(path: Path, doc: Mapping[str, Any]) -> str:
     from pytest_sglang_perf.gate.results_file import write_results
 
-    assert path is not None
     write_results(path, doc)
+    return f"results {path}"
 
 
-def _markdown(doc: Mapping[str, Any], path: Path | None, summary: Path | None) -> list[str]:
-    from pytest_sglang_perf.gate.jsonfile import atomic_write
+def _markdown(outputs: Outputs, doc: Mapping[str, Any], path: Path | None, summary: Path | None) -> None:
     from pytest_sglang_perf.outputs.markdown import markdown_report
 
     text = markdown_report(doc)
-    errors = []
     if path is not None:
-        errors += _attempt("--sglang-markdown", path, lambda: _write_new(path, text, atomic_write))
+        outputs.attempt("--sglang-markdown", path, lambda: _write_new(path, text))
     if summary is not None:
-        errors += _attempt(f"${STEP_SUMMARY}", summary, lambda: _append(summary, text))
-    return errors
+        outputs.attempt(f"${STEP_SUMMARY}", summary, lambda: _append(summary, text))
 
 
-def _write_new(path: Path, text: str, atomic_write: Callable[[Path, str], None]) -> None:
+def _write_new(path: Path, text: str) -> str:
+    from pytest_sglang_perf.gate.jsonfile import atomic_write
+
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, text)
+    return f"Markdown report {path}"
 
 
-def _append(path: Path, text: str) -> None:
+def _append(path: Path, text: str) -> str:
     """GitHub's job summary is one file per step that every writer appends to: the report starts a paragraph of
     its own after what is there."""
     tail = _tail(path, 2)
     separator = "" if tail in (b"", b"\n\n") else "\n" if tail.endswith(b"\n") else "\n\n"
     with path.open("a", encoding="utf-8") as out:
         out.write(separator + (text if text.endswith("\n") else text + "\n"))
+    return f"the job summary (${STEP_SUMMARY})"
 
 
 def _tail(path: Path, size: int) -> bytes:
@@ -77,19 +98,10 @@ def _tail(path: Path, size: int) -> bytes:
         return b""
 
 
-def _plots(directory: Path | None, doc: Mapping[str, Any]) -> None:
+def _plots(directory: Path, doc: Mapping[str, Any]) -> str:
     from pytest_sglang_perf.plots.render import write_plots
 
-    assert directory is not None
-    write_plots([doc], directory)
-
-
-def _attempt(what: str, path: Path, write: Callable[[], None]) -> list[str]:
-    """[] when `write` worked, else the error line naming the option, the path and the cause."""
-    try:
-        write()
-    except OSError as exc:
-        return [f"{what} {path}: cannot be written ({exc.strerror or exc}); choose a path you can write to"]
-    except ImportError as exc:
-        return [f"{what} {path}: {exc}"]
-    return []
+    written = write_plots([doc], directory)
+    if not written:
+        return f"no plots in {directory}: no cell was measured"
+    return f"{len(written)} plot(s) in {directory}"

@@ -20,7 +20,9 @@ def test_two(sglang_perf):
 def test_each_check_keeps_its_own_measurement(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []})
     pytester.makepyfile(test_perf=TEST_FILE)
-    pytester.runpytest("--sglang-simulate", "--sglang-results", "r.json").assert_outcomes(passed=1)
+    run = pytester.runpytest("--sglang-simulate", "--sglang-results", "r.json")
+    run.assert_outcomes(passed=1)
+    assert f"sglang-perf: wrote results {pytester.path / 'r.json'}" in " ".join(run.stdout.str().split())
     cells = json.loads((pytester.path / "r.json").read_text())["cells"]
     assert [c["params"]["max_tokens"] for c in cells] == [16, 40]
     assert [{s["completion_tokens"] for s in c["samples"]} for c in cells] == [{16}, {40}]

@@ -20,8 +20,9 @@ def test_nothing_asked_nothing_built() -> None:
     def never() -> dict[str, Any]:
         raise AssertionError("the document is built only when an output needs it")
 
-    assert writers.write_outputs(never, RunOptions(), {}, measured=True) == []
-    assert writers.write_outputs(never, RunOptions(), {"GITHUB_STEP_SUMMARY": "/x"}, measured=False) == []
+    assert writers.write_outputs(never, RunOptions(), {}, measured=True) == writers.Outputs()
+    summary_only = {"GITHUB_STEP_SUMMARY": "/x"}
+    assert writers.write_outputs(never, RunOptions(), summary_only, measured=False) == writers.Outputs()
 
 
 @pytest.mark.parametrize(("before", "joined"), [("", ""), ("earlier\n", "earlier\n\n"), ("earlier", "earlier\n\n"),
@@ -32,7 +33,8 @@ def test_the_summary_is_appended_as_a_paragraph(tmp_path: Path, monkeypatch: pyt
     summary = tmp_path / "summary.md"
     if before:
         summary.write_text(before)
-    assert writers.write_outputs(_doc, RunOptions(), {"GITHUB_STEP_SUMMARY": str(summary)}, measured=True) == []
+    outputs = writers.write_outputs(_doc, RunOptions(), {"GITHUB_STEP_SUMMARY": str(summary)}, measured=True)
+    assert outputs == writers.Outputs(["the job summary ($GITHUB_STEP_SUMMARY)"], [])
     assert summary.read_text() == joined + "# report\n"
 
 
@@ -40,7 +42,14 @@ def test_an_unwritable_output_is_an_error_naming_it(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("")
     options = RunOptions(markdown_path=blocker / "report.md", results_path=tmp_path / "ok" / "r.json")
-    [error] = writers.write_outputs(_doc, options, {}, measured=True)
+    outputs = writers.write_outputs(_doc, options, {}, measured=True)
+    [error] = outputs.errors
+    assert outputs.written == [f"results {tmp_path / 'ok' / 'r.json'}"]
     assert error.startswith(f"--sglang-markdown {blocker / 'report.md'}: cannot be written (")
     assert error.endswith("choose a path you can write to")
     assert (tmp_path / "ok" / "r.json").is_file()  # the other outputs are still written
+
+
+def test_plots_say_when_there_was_nothing_to_draw(tmp_path: Path) -> None:
+    outputs = writers.write_outputs(_doc, RunOptions(plots_dir=tmp_path / "plots"), {}, measured=True)
+    assert outputs.written == [f"no plots in {tmp_path / 'plots'}: no cell was measured"]

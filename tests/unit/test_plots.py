@@ -307,9 +307,10 @@ def test_the_session_turns_a_missing_matplotlib_into_an_error_naming_the_option(
     from pytest_sglang_perf.outputs.writers import write_outputs
 
     monkeypatch.setitem(sys.modules, "matplotlib", None)
-    errors = write_outputs(ab_doc, RunOptions(plots_dir=tmp_path / "p"), {}, measured=True)
-    assert errors == [f"--sglang-plots {tmp_path / 'p'}: plots need matplotlib: pip install "
-                      "'pytest-sglang-perf[plots]'"]
+    outputs = write_outputs(ab_doc, RunOptions(plots_dir=tmp_path / "p"), {}, measured=True)
+    assert outputs.written == []
+    assert outputs.errors == [f"--sglang-plots {tmp_path / 'p'}: plots need matplotlib: pip install "
+                              "'pytest-sglang-perf[plots]'"]
 
 
 def test_importing_the_plots_does_not_import_matplotlib() -> None:
