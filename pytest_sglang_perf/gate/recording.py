@@ -49,6 +49,8 @@ class Recorder:
         self._commit = commit
         self._source = source
         self._pending: dict[str, list[PendingCell]] = {}
+        self.written: dict[tuple[str, str], BaselineEntry] = {}
+        """Every entry written so far, by (test id, variant): what the results file offers `baseline accept`."""
 
     def add(self, test_id: str, result: Result, place: CellPlace, run: RecordedRun) -> None:
         """A cell measured on the variant's first boot."""
@@ -66,7 +68,9 @@ class Recorder:
         by_key: dict[str, list[BaselineEntry]] = {}
         for cell in self._pending.pop(variant, []):
             by_key.setdefault(cell.place.key, []).append(self._entry(cell))
-        return [self._judge.store(key).write(entries, self._facts) for key, entries in by_key.items()]
+        paths = [self._judge.store(key).write(entries, self._facts) for key, entries in by_key.items()]
+        self.written.update({(e.test_id, e.variant): e for entries in by_key.values() for e in entries})
+        return paths
 
     def _entry(self, cell: PendingCell) -> BaselineEntry:
         return build_entry(cell.test_id, cell.results, cell.place, cell.run, self._facts, self._commit, self._source)
