@@ -21,6 +21,7 @@ import signal
 import statistics
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -251,7 +252,8 @@ def first_run(project: Project) -> Run:
 @pytest.fixture(scope="module")
 def baseline_runs(first_run: Run) -> tuple[Run, Run]:
     record = run_pytest(first_run.project, "record", "--sglang-update-baselines", "--sglang-variants", "default")
-    gated = run_pytest(first_run.project, "gated", "--sglang-variants", "default")
+    gated = run_pytest(first_run.project, "gated", "--sglang-variants", "default", "--sglang-markdown=report-gated.md",
+                       "--junitxml=junit-gated.xml")
     return record, gated
 
 
@@ -489,3 +491,36 @@ def test_baseline_cycle_new_then_recorded_then_passing(first_run: Run, baseline_
     verdicts = {name: check["verdict"] for name, check in gated.cells()["default"]["metrics"].items()}
     assert set(verdicts.values()) <= {"ok", "improved", "inconclusive"}, verdicts
     assert all(check["baseline"] is not None for check in gated.cells()["default"]["metrics"].values())
+
+
+def test_a_real_runs_results_leave_the_terminal_and_are_accepted_as_baselines(
+        first_run: Run, baseline_runs: tuple[Run, Run]) -> None:
+    """The gated run's Markdown report, junit.xml properties and results file carry real numbers labelled as
+    measured here; `sglang-perf baseline accept` turns its results file into entries that validate, with the same
+    identity as the recorded baseline (a later run would gate on them, not find them stale)."""
+    _, gated = baseline_runs
+    gated.result.assert_outcomes(passed=2)
+    path = first_run.project.path
+    report = (path / "report-gated.md").read_text()
+    assert report.startswith("# sglang-perf results\n") and "SIMULATED" not in report
+    assert "`output_throughput`" in report and "tok/s" in report
+    props = {p.get("name"): p.get("value") for p in ET.parse(path / "junit-gated.xml").iter("property")}
+    assert props["sglang_perf.variant"] == "default" and props["sglang_perf.simulated"] == "False"
+    assert float(props["sglang_perf.output_throughput.measured"]) > 0
+    doc = json.loads((path / "results-gated.json").read_text())
+    assert doc["machine"]["label"] == "the machine that measured these numbers" and doc["machine"]["cpu_count"]
+    folder = path / "accepted"
+    accept = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.cli", "baseline", "accept", "--dir",
+                             str(folder), "--new-environment", "results-gated.json"], cwd=path, capture_output=True,
+                            text=True, timeout=120)
+    assert accept.returncode == 0, accept.stdout + accept.stderr
+    validate = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.cli", "baseline", "validate",
+                               str(folder)], cwd=path, capture_output=True, text=True, timeout=120)
+    assert validate.returncode == 0, validate.stdout + validate.stderr
+    [accepted_file] = folder.glob("*.json")
+    assert accepted_file.name == "cpu__tiny-llama.json"
+    accepted = json.loads(accepted_file.read_text())["entries"]["test_perf.py::test_red_black_tree"]["default"]
+    recorded = json.loads((path / "baselines" / accepted_file.name).read_text())
+    recorded_entry = recorded["entries"]["test_perf.py::test_red_black_tree"]["default"]
+    assert accepted["identity"] == recorded_entry["identity"]
+    assert accepted["source"]["how"] == "accepted" and accepted["source"]["results_file"] == "results-gated.json"
