@@ -121,7 +121,12 @@ def _strict_by_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -
     return []
 
 
-@pytest.mark.parametrize("strict", [_strict_by_cli, _strict_by_ini, _strict_by_env], ids=["cli", "ini", "env"])
+@pytest.mark.parametrize("strict", [
+    pytest.param(_strict_by_cli, id="cli"),
+    # The ini and environment twins of every option share one resolver (options.py): their runs are in the slow lane.
+    pytest.param(_strict_by_ini, id="ini", marks=pytest.mark.slow),
+    pytest.param(_strict_by_env, id="env", marks=pytest.mark.slow),
+])
 def test_strict_flags_fail_the_variant_unrun_with_the_reason_and_the_fix(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, strict: StrictBy) -> None:
     _vl_project(pytester, {"default": [], "breakable": BREAKABLE})

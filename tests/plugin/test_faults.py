@@ -97,8 +97,10 @@ def test_server_hanging_at_boot_is_stopped_at_the_startup_timeout(pytester: pyte
     ("http-500:1", "*[[]bad[]] request failed: HTTP 500 from POST http://127.0.0.1:*/v1/chat/completions: "
                    "Internal server error: *"),
     ("cut-stream:5", "*[[]bad[]] request failed: *after 5 content chunks*"),
-    ("no-usage", "*[[]bad[]] request failed: server sent no usage*"),
-    ("short:10", "*[[]bad[]] request failed: short: asked 100, got 90 (finish_reason=length)*"),
+    # Two more faults of the same path (the client's checks, unit-tested in test_client.py), in the slow lane:
+    pytest.param("no-usage", "*[[]bad[]] request failed: server sent no usage*", marks=pytest.mark.slow),
+    pytest.param("short:10", "*[[]bad[]] request failed: short: asked 100, got 90 (finish_reason=length)*",
+                 marks=pytest.mark.slow),
 ])
 def test_bad_answers_fail_the_measuring_test(pytester: pytest.Pytester, fault: str, message: str) -> None:
     _project(pytester, fault)
