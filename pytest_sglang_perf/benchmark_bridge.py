@@ -13,7 +13,6 @@ marker's `timer` and `group` options.
 
 from __future__ import annotations
 
-import statistics
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -148,7 +147,6 @@ def feed(request: pytest.FixtureRequest, cell: Cell, result: Result) -> None:
 
 def extra_info(cell: Cell, result: Result) -> dict[str, Any]:
     """What pytest-benchmark stores beside the rounds: the cell, its metrics and verdicts (plain JSON values)."""
-    cached = [s.cached_tokens for s in result.samples if s.cached_tokens is not None]
     info: dict[str, Any] = {
         "test_id": cell.test_id,
         "variant": cell.variant,
@@ -158,7 +156,7 @@ def extra_info(cell: Cell, result: Result) -> dict[str, Any]:
         "round": ROUND_TEXT,
         "samples": len(result.samples),
         "prompt_hash": result.prompt_hash,
-        "cached_tokens_median": float(statistics.median(cached)) if cached else None,
+        "cached_tokens_median": result.cached_tokens,
         "metrics": {check.metric: _metric(check) for check in cell.checks},
         "checks": 1,
     }

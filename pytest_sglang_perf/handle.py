@@ -5,7 +5,6 @@ pytest-facing: a failed request or a regression fails the test (`pytest.fail`), 
 
 from __future__ import annotations
 
-import statistics
 import warnings
 from collections.abc import Callable
 from functools import cached_property
@@ -176,9 +175,7 @@ class SGLangPerf:
         from pytest_sglang_perf.benchmark_bridge import feed
         from pytest_sglang_perf.outputs.junit import cell_properties
 
-        cached = [s.cached_tokens for s in result.samples if s.cached_tokens is not None]
-        median = float(statistics.median(cached)) if cached else None
-        for name, value in cell_properties(cell, cached_tokens=median):
+        for name, value in cell_properties(cell, cached_tokens=result.cached_tokens):
             self._request.node.user_properties.append((name, value))
         feed(self._request, cell, result)
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -104,6 +105,12 @@ class Result:
     """The server's startup facts as SGLang logged them."""
     values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """Each metric's measured values (per request; one value for the boot costs): what the statistics use."""
+
+    @property
+    def cached_tokens(self) -> float | None:
+        """The median of the prompt tokens the server read from its prefix cache; None when no sample says."""
+        found = [s.cached_tokens for s in self.samples if s.cached_tokens is not None]
+        return float(statistics.median(found)) if found else None
 
     @property
     def settings(self) -> RequestSettings:
