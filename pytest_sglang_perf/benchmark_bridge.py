@@ -31,7 +31,7 @@ AUTHORITY = ("pytest-sglang-perf's gate decides pass and fail (verdict); pytest-
              "same requests' end-to-end latencies")
 
 _ASKING_OPTIONS = ("benchmark_json", "benchmark_autosave", "benchmark_save", "benchmark_compare",
-                   "benchmark_compare_fail", "benchmark_histogram", "benchmark_csv", "benchmark_verbose")
+                   "benchmark_compare_fail", "benchmark_histogram", "benchmark_verbose")
 """pytest-benchmark's options that ask for its outputs: any of them (or --sglang-benchmark) feeds our cells."""
 
 

@@ -33,7 +33,7 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("plots", "path", "draw the session's plots (PNG) into this folder: the variants side by side with confidence "
      "intervals, each server's boot timeline (needs matplotlib: pip install 'pytest-sglang-perf[plots]')"),
     ("benchmark", "bool", "hand every measured cell to pytest-benchmark (its table, --benchmark-* outputs) even when "
-     "no --benchmark-json/-autosave/-save/-compare/-histogram/-csv option asks for it"),
+     "no --benchmark-json/-autosave/-save/-compare/-histogram/-verbose option asks for it"),
     ("log-dir", "path", "directory for the servers' log files (default: a folder per run under pytest's cache "
      "dir, .pytest_cache/d/sglang-perf/logs/, where the last 10 runs are kept)"),
     ("require-real", "bool", "a gate run: when the perf tests cannot run on SGLang (it is not installed), the session "
@@ -100,10 +100,8 @@ def _update_mode(raw: str) -> str:
 
 def _update(value: object) -> str | None:
     """The recording mode from the option, its environment variable or ini value; None: not recording."""
-    if value in (None, "", False):
+    if value in (None, ""):
         return None
-    if value is True:
-        return UPDATE_ALL
     text = str(value).strip().lower()
     if text in _FALSE:
         return None

@@ -104,7 +104,9 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if session.unavailable is None:
         kept = f" (the last {KEEP_RUNS} runs are kept)" if session.logs.managed else ""
         lines.append(f"sglang-perf: server logs: {shown_path(session.logs.path, Path.cwd())}/{kept}")
-    if session.options.update_baselines:
+    if session.options.update_new_only:
+        lines.append("sglang-perf: recording baselines of the cells that have none (--sglang-update-baselines=new)")
+    elif session.options.update_baselines:
         lines.append("sglang-perf: recording new baselines (--sglang-update-baselines)")
     return lines
 

@@ -70,6 +70,11 @@ class PerfSession:
         if options.require_real and options.simulate:
             raise ConfigError("--sglang-require-real and --sglang-simulate contradict each other: a gate on real "
                               "SGLang cannot measure the simulator; drop one of them")
+        from pytest_sglang_perf.outputs.writers import missing_requirement
+
+        missing = missing_requirement(options)
+        if missing is not None:
+            raise ConfigError(missing)
         self.settings = settings
         self.options = options
         self.variants = settings.select(options.variants)
@@ -297,7 +302,7 @@ class PerfSession:
     def check(self, test_id: str, result: Result, remeasure: Callable[[], Result]) -> Cell:
         """Judge a result against its comparable baseline: a regression is re-measured once (`remeasure`) and
         fails only if it holds. With --sglang-update-baselines, record it instead (=new: only a cell without an
-        entry). Remembers the cell and the entry it would record (for the results file)."""
+        entry). Remembers the cell with what it was judged on (for the results file)."""
         place = self.place(result.variant, result.params)
         baselines = self.baselines
         cell = baselines.judge.judge(test_id, result, place)
@@ -312,7 +317,7 @@ class PerfSession:
             baselines.ledger.kept(key)
         again = remeasure() if not record and cell.verdict is Verdict.REGRESSED else None
         cell = cell if again is None else baselines.judge.confirm(cell, again, place)
-        self.records.append(CellRecord(cell, result, again, place.key, baselines.entry(test_id, result, place, run)))
+        self.records.append(CellRecord(cell, result, again, place, run))
         return cell
 
     @property

@@ -6,7 +6,8 @@ recorded entries name. Plain Python (no pytest); session.py holds one.
 from __future__ import annotations
 
 import socket
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from pytest_sglang_perf.gate.compare import GatePolicy
 from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.gate.ledger import Ledger
 from pytest_sglang_perf.gate.recording import RecordedRun, Recorder, build_entry, recorded_source
+from pytest_sglang_perf.gate.results_file import CellRecord
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.outputs.machine import Commit, git_commit
 
@@ -76,9 +78,28 @@ class SessionBaselines:
         self.recorder.discard(variant)
         self.ledger.forget(variant)
 
-    def entry(self, test_id: str, result: Result, place: CellPlace, run: RecordedRun) -> dict[str, Any]:
-        """The entry recording this measurement would write, for the results file (`sglang-perf baseline accept`)."""
-        return build_entry(test_id, [result], place, run, self._facts, self.commit.id, self.source).to_dict()
+    def offered(self, records: Sequence[CellRecord]) -> list[CellRecord]:
+        """Each cell with the entry it offers `sglang-perf baseline accept` in the results file: a recorded cell the
+        very entry it wrote (every boot of --sglang-boots N; none when a later boot failed and nothing was written,
+        or when a later check of the same test x variant replaced it); a gated cell the entry recording it would
+        have written."""
+        offered: list[CellRecord] = []
+        seen: set[EntryKey] = set()
+        for record in reversed(records):
+            key = (record.cell.test_id, record.cell.variant)
+            entry = self._written(key, seen) if record.cell.updated else self._would_write(record)
+            seen.add(key)
+            offered.append(replace(record, entry=None if entry is None else entry.to_dict()))
+        return offered[::-1]
+
+    def _written(self, key: EntryKey, seen: set[EntryKey]) -> BaselineEntry | None:
+        return None if key in seen else self.recorder.written.get(key)
+
+    def _would_write(self, record: CellRecord) -> BaselineEntry | None:
+        if record.result is None or record.place is None or record.run is None:
+            return None
+        return build_entry(record.cell.test_id, [record.result], record.place, record.run, self._facts,
+                           self.commit.id, self.source)
 
     def files(self, variant: str) -> list[Path]:
         """Write the variant's recorded cells (every boot measured); the files written."""

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 from pytest_sglang_perf.server.logdirs import shown_path
 
 if TYPE_CHECKING:
-    from pytest_sglang_perf.gate.results_file import CellRecord
     from pytest_sglang_perf.session import PerfSession
 
 
@@ -80,7 +79,7 @@ def results_document(session: PerfSession) -> dict[str, Any]:
 
     machine = machine_facts(session.baselines.commit, detect_gpus(), simulated=session.options.simulate)
     runs = session.runs.values()
-    return document(_with_written_entries(session), session.environment.facts, server_records(runs),
+    return document(session.baselines.offered(session.records), session.environment.facts, server_records(runs),
                     errored_variants(runs), simulated=session.options.simulate, machine=machine,
                     baselines=session.baselines.ledger.to_dict(collected_cells(session)))
 
@@ -91,11 +90,3 @@ def collected_cells(session: PerfSession) -> set[tuple[str, str]]:
 
     return {(strip_variant(nodeid, run.name), run.name) for run in session.runs.values() for nodeid in run.tests}
 
-
-def _with_written_entries(session: PerfSession) -> list[CellRecord]:
-    """The session's cells, a recorded one offering the very entry it wrote (every boot of --sglang-boots N)."""
-    from dataclasses import replace
-
-    written = session.baselines.recorder.written
-    return [replace(record, entry=written[key].to_dict()) if (key := (record.cell.test_id, record.cell.variant))
-            in written else record for record in session.records]

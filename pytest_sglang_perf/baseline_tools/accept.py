@@ -7,7 +7,8 @@ name, the machine's host, whether its checkout was dirty, when the file was writ
 and `commit`. Several files merge in order, so a CI matrix across runners feeds one baseline folder; when two files
 measured the same cell, the later `generated_at` wins (on a tie, the later file on the command line), and that is said.
 
-A cell is refused (exit 1; the others are still accepted) when:
+A cell is refused (exit 1; the others are still accepted) when (a cell a refresh run recorded reads `updated`: it is
+judged on what it was against the baseline it replaced, results_doc._verdict):
 - its verdict is `stale` (measured for another request, server args, model or GPUs than its baseline):
   `--allow-stale` accepts it;
 - its verdict is `regressed`, or `inconclusive` (worse than its baseline beyond the tolerance without statistical
@@ -33,10 +34,10 @@ from pytest_sglang_perf.baseline_tools.project import keys_text, plural, read_di
 from pytest_sglang_perf.baseline_tools.results_doc import OfferedCell, ResultsFile, read_results
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.baseline import BaselineEntry
+from pytest_sglang_perf.gate.environment import SIMULATED_PREFIX
 from pytest_sglang_perf.gate.store import BaselineStore
 from pytest_sglang_perf.wrapping import wrap_lines
 
-SIMULATED_PREFIX = "simulated-"
 _WORSE = ("regressed", "inconclusive")
 
 

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_sglang_perf.baseline_tools.project import ToolError
+from pytest_sglang_perf.gate.cell_ids import strip_variant
 
 _TIMEOUT = 600
 _NO_TESTS = 5
@@ -58,14 +59,6 @@ def collect_node_ids(root: Path, paths: Sequence[str]) -> list[str]:
             return []
         ids = json.loads(out.read_text(encoding="utf-8"))
     return [str(node) for node in ids]
-
-
-def strip_variant(nodeid: str, variant: str) -> str:
-    """The test id of a node id of `variant` (as the plugin's handle.strip_variant does); unchanged otherwise."""
-    for suffix, replacement in ((f"[{variant}]", ""), (f"-{variant}]", "]")):
-        if nodeid.endswith(suffix):
-            return nodeid[: -len(suffix)] + replacement
-    return nodeid
 
 
 def collected_test_ids(nodeids: Sequence[str], variants: Sequence[str]) -> set[str]:

@@ -1,6 +1,7 @@
 """`sglang-perf baseline show|diff|accept|validate|prune`: the command line of the baseline tools (cli.py wires
 `sglang-perf baseline` here). Each subcommand's work lives in its own module; every one exits 2 on bad input (a
-file, flag or configuration it cannot use: the message names it and the fix)."""
+flag, a configuration or an input it cannot use: the message names it and the fix), except that `show` and
+`validate` name a baseline file they cannot use and exit 1: finding such files is part of their job."""
 
 from __future__ import annotations
 

@@ -17,9 +17,8 @@ from pytest_sglang_perf.baseline_tools.collect import collect_node_ids, collecte
 from pytest_sglang_perf.baseline_tools.project import ToolError, plural, read_directory
 from pytest_sglang_perf.config.settings import Settings
 from pytest_sglang_perf.gate.baseline import EntryKey
-from pytest_sglang_perf.gate.baseline_parse import BaselineFile, read_baseline_file
-from pytest_sglang_perf.gate.jsonfile import atomic_write
-from pytest_sglang_perf.gate.store import locked, render
+from pytest_sglang_perf.gate.baseline_parse import BaselineFile
+from pytest_sglang_perf.gate.store import BaselineStore
 from pytest_sglang_perf.wrapping import wrap_lines
 
 
@@ -83,18 +82,11 @@ def _by_file(gone: Sequence[Gone]) -> list[tuple[BaselineFile, set[EntryKey]]]:
 
 
 def remove_entries(baseline: BaselineFile, keys: Collection[EntryKey]) -> str | None:
-    """Remove `keys` from the baseline file as it is on disk now (re-read under the writers' lock, then replaced
-    atomically; deleted when no entry is left); a line saying so, None when none of them was there any more."""
-    path = baseline.path
-    with locked(path):
-        current = read_baseline_file(path, baseline.environment_key)
-        if current is None:
-            return None
-        kept = [entry for key, entry in current.entries.items() if key not in keys]
-        if len(kept) == len(current.entries):
-            return None
-        if not kept:
-            path.unlink()
-            return f"deleted {path}: no entry left"
-        atomic_write(path, render(current.environment_key, current.environment, kept))
-    return f"rewrote {path}: {plural(len(kept), 'entry', 'entries')} kept"
+    """Remove `keys` from the baseline file (BaselineStore.remove: under the writers' lock, atomically); a line
+    saying so, None when none of them was there any more."""
+    left = BaselineStore(baseline.path.parent, baseline.environment_key).remove(keys)
+    if left is None:
+        return None
+    if not left:
+        return f"deleted {baseline.path}: no entry left"
+    return f"rewrote {baseline.path}: {plural(left, 'entry', 'entries')} kept"

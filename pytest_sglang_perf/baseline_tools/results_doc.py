@@ -16,8 +16,6 @@ from pytest_sglang_perf.gate.baseline import SOURCE_ACCEPTED, BaselineEntry, Bas
 from pytest_sglang_perf.gate.baseline_parse import parse_entry
 from pytest_sglang_perf.gate.results_read import REWRITE, ResultsFileError, read_results_document
 
-_WRITE_ONE = "pass a file written by: pytest --sglang-results PATH"
-
 
 @dataclass(frozen=True)
 class OfferedCell:
@@ -82,10 +80,23 @@ def _cell(path: Path, index: int, data: Any, source: Mapping[str, Any], kept_by_
             entry = replace(parse_entry(path, test_id, variant, data["entry"]), source=source)
         except BaselineFileError as exc:
             raise ResultsFileError(path, f"{where}: its 'entry' is malformed: {exc.problem}") from None
-    stale = data.get("stale")
+    stale = tuple(str(s) for s in data["stale"]) if isinstance(data.get("stale"), list) else ()
     skipped = KEPT_BY_NEW if kept_by_new and entry is not None and data.get("updated") is not True else None
-    return OfferedCell(test_id, variant, str(data.get("verdict")), key, None if skipped else entry,
-                       tuple(str(s) for s in stale) if isinstance(stale, list) else (), skipped)
+    return OfferedCell(test_id, variant, _verdict(data, stale), key, None if skipped else entry, stale, skipped)
+
+
+def _verdict(data: Mapping[str, Any], stale: tuple[str, ...]) -> str:
+    """The cell's verdict against the baseline it was judged on. A cell a refresh run recorded reads `updated`,
+    but accepting it is the same decision: it is `stale` when its old baseline was not comparable, else its worst
+    metric's verdict when that was regressed or inconclusive."""
+    verdict = str(data.get("verdict"))
+    if data.get("updated") is not True:
+        return verdict
+    if stale:
+        return "stale"
+    metrics = data.get("metrics")
+    found = {m.get("verdict") for m in metrics.values() if isinstance(m, dict)} if isinstance(metrics, dict) else set()
+    return next((worse for worse in ("regressed", "inconclusive") if worse in found), verdict)
 
 
 def _typed(data: Mapping[str, Any] | None, key: str, kind: type) -> Any:

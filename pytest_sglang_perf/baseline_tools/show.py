@@ -27,6 +27,7 @@ from pytest_sglang_perf.baseline_tools.project import (
 )
 from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry
 from pytest_sglang_perf.gate.baseline_parse import BaselineFile
+from pytest_sglang_perf.gate.environment import SIMULATED_PREFIX
 from pytest_sglang_perf.gate.terminal import format_value
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER
 from pytest_sglang_perf.wrapping import WIDTH, wrap_lines
@@ -80,7 +81,7 @@ def file_table(baseline: BaselineFile, max_age: float | None, now: datetime | No
 
 def file_header(baseline: BaselineFile) -> Iterator[str]:
     env = baseline.environment
-    simulated = bool(env.get("simulated")) or baseline.environment_key.startswith("simulated-")
+    simulated = bool(env.get("simulated")) or baseline.environment_key.startswith(SIMULATED_PREFIX)
     yield (f"{baseline.path}: {plural(len(baseline.entries), 'cell')}"
            f"{', SIMULATED (numbers from the simulator, not a GPU)' if simulated else ''}")
     yield f"  environment key: {baseline.environment_key}"

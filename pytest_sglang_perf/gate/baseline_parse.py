@@ -15,13 +15,12 @@ from typing import Any
 
 from pytest_sglang_perf.gate.baseline import SOURCE_KINDS, BaselineEntry, BaselineFileError, BootRecord, EntryKey
 from pytest_sglang_perf.gate.identity import CellIdentity
-from pytest_sglang_perf.gate.migrate import schema_of, upgrade
+from pytest_sglang_perf.gate.migrate import RERECORD, schema_of, upgrade
 from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 
-_RERECORD = "move the file away and re-record with --sglang-update-baselines"
-_FIX_ENTRY = "fix or delete that entry, or " + _RERECORD
+_FIX_ENTRY = "fix or delete that entry, or " + RERECORD
 
 
 @dataclass(frozen=True)
@@ -69,12 +68,12 @@ def _read_document(path: Path) -> dict[str, Any] | None:
     try:
         doc = json.loads(raw.decode("utf-8"), parse_constant=_reject_constant)
     except UnicodeDecodeError as exc:
-        raise BaselineFileError(path, f"is not UTF-8 text (byte {exc.start})", _RERECORD) from None
+        raise BaselineFileError(path, f"is not UTF-8 text (byte {exc.start})", RERECORD) from None
     except ValueError as exc:
-        fix = "repair it (an unresolved merge?) or " + _RERECORD
+        fix = "repair it (an unresolved merge?) or " + RERECORD
         raise BaselineFileError(path, _invalid_json(exc), fix) from None
     if not isinstance(doc, dict):
-        raise BaselineFileError(path, f"must hold a JSON object, found {_json_type(doc)}", _RERECORD)
+        raise BaselineFileError(path, f"must hold a JSON object, found {_json_type(doc)}", RERECORD)
     return doc
 
 
@@ -90,18 +89,18 @@ def _invalid_json(exc: ValueError) -> str:
 
 def _check_header(path: Path, doc: Mapping[str, Any], environment_key: str | None) -> None:
     if "environment_key" not in doc:
-        raise BaselineFileError(path, "has no environment_key", _RERECORD)
+        raise BaselineFileError(path, "has no environment_key", RERECORD)
     if not isinstance(doc["environment_key"], str):
         raise BaselineFileError(path, f"environment_key must be a string, found {_json_type(doc['environment_key'])}",
-                                _RERECORD)
+                                RERECORD)
     if environment_key is not None and doc["environment_key"] != environment_key:
         problem = f"holds environment_key {doc['environment_key']!r}, but its name says {environment_key!r}"
-        fix = "rename the file to match its environment_key, or " + _RERECORD
+        fix = "rename the file to match its environment_key, or " + RERECORD
         raise BaselineFileError(path, problem, fix)
     for name in ("environment", "entries"):
         if not isinstance(doc.get(name), dict):
             found = _json_type(doc[name]) if name in doc else "nothing"
-            raise BaselineFileError(path, f"{name!r} must be an object, found {found}", _RERECORD)
+            raise BaselineFileError(path, f"{name!r} must be an object, found {found}", RERECORD)
 
 
 def _parse_entries(path: Path, entries: Mapping[str, Any]) -> dict[EntryKey, BaselineEntry]:

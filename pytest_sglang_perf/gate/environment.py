@@ -20,6 +20,9 @@ from typing import Any
 from pytest_sglang_perf import __version__
 from pytest_sglang_perf.gate.store import environment_key_slug
 
+SIMULATED_PREFIX = "simulated-"
+"""How the key of a baseline file of simulated numbers starts."""
+
 
 @dataclass(frozen=True)
 class Gpus:
@@ -62,7 +65,7 @@ def hardware_label(gpu_name: str | None, count: int) -> str:
 
 def environment_key(*, model: str, simulated: bool, hardware: str) -> str:
     """`2xrtx-a6000__qwen-qwen3.6-27b` on a GPU runner, `simulated-2xrtx-a6000__...` on the simulator."""
-    return environment_key_slug([("simulated-" if simulated else "") + hardware, model])
+    return environment_key_slug([(SIMULATED_PREFIX if simulated else "") + hardware, model])
 
 
 def package_version(name: str) -> str | None:

@@ -42,13 +42,17 @@ class Ledger:
     def seen(self, key: str, entries: Iterable[EntryKey], cell: EntryKey, stored: BaselineEntry | None,
              now: datetime | None = None) -> None:
         """A cell was checked against baseline file `key` (whose entries are `entries`); `stored` is its entry."""
-        self.files.setdefault(key, set(entries))
+        if key not in self.files:
+            self.files[key] = set(entries)
         age = None if stored is None else _age_seconds(stored.recorded_at, now or datetime.now(UTC))
         if age is not None and self.max_age is not None and age > self.max_age and stored is not None:
             self.old.append(OldEntry(cell[0], cell[1], stored.recorded_at, age / _DAY))
 
     def recorded(self, cell: EntryKey, *, existed: bool) -> None:
-        (self.updated if existed else self.created).append(cell)
+        """The cell's entry was (re)recorded: counted once however often a test checked it, and no longer old."""
+        if cell not in self.created and cell not in self.updated:
+            (self.updated if existed else self.created).append(cell)
+        self.old = [o for o in self.old if (o.test_id, o.variant) != cell]
 
     def kept(self, cell: EntryKey) -> None:
         self.unchanged.append(cell)

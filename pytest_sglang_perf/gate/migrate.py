@@ -20,7 +20,8 @@ from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineFileError
 OLDEST_SCHEMA = 1
 """The oldest schema this version still reads (by upgrading it)."""
 
-_RERECORD = "move the file away and re-record with --sglang-update-baselines"
+RERECORD = "move the file away and re-record with --sglang-update-baselines"
+"""The fix for a baseline file that cannot be read (baseline_parse.py says it too)."""
 
 
 def _entries_gain_a_source(doc: dict[str, Any]) -> dict[str, Any]:
@@ -46,13 +47,13 @@ _STEPS: Mapping[int, Callable[[dict[str, Any]], dict[str, Any]]] = MappingProxyT
 def schema_of(path: Path, doc: Mapping[str, Any]) -> int:
     """The document's schema version, checked to be one this version reads; raises BaselineFileError."""
     if "schema_version" not in doc:
-        raise BaselineFileError(path, "has no schema_version (not a pytest-sglang-perf baseline?)", _RERECORD)
+        raise BaselineFileError(path, "has no schema_version (not a pytest-sglang-perf baseline?)", RERECORD)
     version = doc["schema_version"]
     if isinstance(version, bool) or not isinstance(version, int):
-        raise BaselineFileError(path, f"schema_version must be an integer, found {version!r}", _RERECORD)
+        raise BaselineFileError(path, f"schema_version must be an integer, found {version!r}", RERECORD)
     if version < OLDEST_SCHEMA:
         problem = f"was recorded with schema {version}; this plugin reads schemas {OLDEST_SCHEMA} to {SCHEMA_VERSION}"
-        raise BaselineFileError(path, problem, f"to re-record, {_RERECORD}")
+        raise BaselineFileError(path, problem, f"to re-record, {RERECORD}")
     if version > SCHEMA_VERSION:
         problem = (f"was written with schema {version} by a newer pytest-sglang-perf; "
                    f"this one reads schema {SCHEMA_VERSION}")

@@ -21,6 +21,8 @@ from typing import Any
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck
 from pytest_sglang_perf.gate.errored import ErroredVariant
 from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json
+from pytest_sglang_perf.gate.judge import CellPlace
+from pytest_sglang_perf.gate.recording import RecordedRun
 from pytest_sglang_perf.measurement.result import Result
 
 SCHEMA_VERSION = 1
@@ -28,13 +30,15 @@ SCHEMA_VERSION = 1
 
 @dataclass(frozen=True)
 class CellRecord:
-    """One checked cell with what it was judged on: its measurement, the re-measure of a regression, and the
-    baseline file key and entry that recording it would write (what `sglang-perf baseline accept` reads)."""
+    """One checked cell with what it was judged on: its measurement, the re-measure of a regression, its place (the
+    baseline file key and identity) and its server's recorded args; and the baseline entry it offers `sglang-perf
+    baseline accept` (filled in when the document is made: session_baselines.SessionBaselines.offered)."""
 
     cell: Cell
     result: Result | None = None
     confirmation: Result | None = None
-    environment_key: str | None = None
+    place: CellPlace | None = None
+    run: RecordedRun | None = None
     entry: Mapping[str, Any] | None = None
 
 
@@ -100,7 +104,8 @@ def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, 
 
 
 def _record(record: CellRecord) -> dict[str, Any]:
-    return {**_cell(record.cell, record.result, record.confirmation), "environment_key": record.environment_key,
+    return {**_cell(record.cell, record.result, record.confirmation),
+            "environment_key": None if record.place is None else record.place.key,
             "entry": None if record.entry is None else dict(record.entry)}
 
 

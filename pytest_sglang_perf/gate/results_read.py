@@ -1,7 +1,9 @@
-"""Reading a `--sglang-results` file back (results_file.py writes it): each cell's raw samples, for A/B answers.
+"""Reading a `--sglang-results` file back (results_file.py writes it): each cell's raw samples, for A/B answers
+(`read_result_cells`), or the whole document once its cells were checked the same way, for the plots and
+`sglang-perf baseline accept` (`read_results_document`).
 
-Only the fields the A/B answers need are read (test_id, variant, simulated, samples, prompt_hash); any other
-field is ignored, so a file with more fields still reads.
+The cells' checks read only the fields the A/B answers need (test_id, variant, simulated, samples, prompt_hash); any
+other field is left to the reader that uses it, so a file with more fields still reads.
 """
 
 from __future__ import annotations

@@ -37,7 +37,7 @@ from typing import Any
 
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError, EntryKey
-from pytest_sglang_perf.gate.baseline_parse import load_entries
+from pytest_sglang_perf.gate.baseline_parse import load_entries, read_baseline_file
 from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json, lock_path
 
 LOCK_TIMEOUT = 120.0
@@ -79,12 +79,30 @@ class BaselineStore:
         for entry in new.values():
             _check_serialisable(entry)
         self.directory.mkdir(parents=True, exist_ok=True)
-        with locked(self.path):
+        with _locked(self.path):
             merged = load_entries(self.path, self.environment_key)
             merged.update(new)
             atomic_write(self.path, render(self.environment_key, environment, merged.values()))
         self._cache = MappingProxyType(merged)
         return self.path
+
+
+    def remove(self, keys: Iterable[EntryKey]) -> int | None:
+        """Remove these cells from the file as it is on disk now (re-read under the writers' lock, replaced
+        atomically; deleted when no entry is left). The entries left, or None when none of the cells was there."""
+        gone = set(keys)
+        with _locked(self.path):
+            current = read_baseline_file(self.path, self.environment_key)
+            entries = {} if current is None else current.entries
+            kept = {key: entry for key, entry in entries.items() if key not in gone}
+            if current is None or len(kept) == len(entries):
+                return None
+            if kept:
+                atomic_write(self.path, render(self.environment_key, current.environment, kept.values()))
+            else:
+                self.path.unlink()
+        self._cache = MappingProxyType(kept)
+        return len(kept)
 
 
 class BrokenBaselines(SGLangPerfError):
@@ -153,7 +171,7 @@ def _check_serialisable(entry: BaselineEntry) -> None:
 
 
 @contextmanager
-def locked(path: Path) -> Iterator[None]:
+def _locked(path: Path) -> Iterator[None]:
     """Hold the writers' lock of baseline file `path` (every change to a baseline file happens under it)."""
     import filelock  # lazily: importing the plugin stays cheap
 

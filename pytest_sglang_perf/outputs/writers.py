@@ -15,6 +15,19 @@ STEP_SUMMARY = "GITHUB_STEP_SUMMARY"
 """The file a GitHub Actions step appends Markdown to, for the job's summary page."""
 
 
+def missing_requirement(options: RunOptions) -> str | None:
+    """Why an output asked for cannot be made here (said before any server boots, not after the run); None: fine."""
+    if options.plots_dir is None:
+        return None
+    from pytest_sglang_perf.plots.style import require_matplotlib
+
+    try:
+        require_matplotlib()
+    except ImportError as exc:
+        return f"--sglang-plots {options.plots_dir}: {exc}; or leave out --sglang-plots"
+    return None
+
+
 @dataclass
 class Outputs:
     """What the end of a session wrote (one line each, for the summary) and what it could not write."""

@@ -208,6 +208,9 @@ def test_a_failed_extra_boot_records_nothing_and_fails_the_run(pytester: pytest.
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     result.stdout.fnmatch_lines(["*ERROR: variant 'default': baselines NOT recorded: boot 2 of 2 failed: *"])
     assert _baseline_files(pytester) == []
+    # The results file offers nothing to `sglang-perf baseline accept` either, and counts nothing recorded.
+    assert [cell["entry"] for cell in _cells(pytester)] == [None]
+    assert json.loads((pytester.path / "results.json").read_text())["baselines"]["created"] == []
     assert server_processes(pytester.path) == []
 
 

@@ -199,3 +199,21 @@ def test_a_new_only_refresh_offers_only_the_cells_it_recorded(tmp_path: Path,
     assert f"skipped {A} [default] (r.json): not recorded by its --sglang-update-baselines=new run" in out
     entries = entries_of(folder / f"{KEY}.json")
     assert entries[A] == before and B in entries
+
+
+def test_a_refresh_runs_recorded_cells_are_judged_on_what_they_were_against_the_old_baseline(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A cell --sglang-update-baselines recorded reads `updated`; accepting it lowers the bar just the same when it
+    regressed against the old baseline, or replaces a baseline measured for something else (stale)."""
+    folder = _folder(tmp_path)
+    regressed = {**result_cell(make_entry(A, slower=1.3)), "verdict": "updated", "updated": True,
+                 "metrics": {"output_throughput": {"verdict": "regressed"}, "ttft": {"verdict": "ok"}}}
+    stale = {**result_cell(make_entry(B)), "verdict": "updated", "updated": True, "stale": ["max_tokens 512 -> 128"],
+             "metrics": {"output_throughput": {"verdict": "new"}}}
+    results = write_doc(tmp_path / "r.json", {**results_doc([regressed, stale]), "baselines": {"mode": "all"}})
+    code, out, _ = _accept(capsys, results, "--dir", folder)
+    assert code == 1
+    assert f"refused {A} [default] (r.json): regressed: worse than its baseline beyond the tolerance" in out
+    assert f"refused {B} [default] (r.json): stale: " in out and "max_tokens 512 -> 128" in out
+    code, out, _ = _accept(capsys, results, "--dir", folder, "--allow-regressed", "--allow-stale")
+    assert code == 0, out

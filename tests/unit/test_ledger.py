@@ -51,3 +51,13 @@ def test_a_gate_run_without_max_age_says_nothing() -> None:
     ledger = Ledger(None)
     ledger.seen("k", [("t::x", "v")], ("t::x", "v"), _entry("2000-01-01T00:00:00+00:00"), NOW)
     assert ledger.old == [] and ledger.lines({("t::x", "v")}) == []
+
+
+def test_a_recorded_cell_is_counted_once_and_is_no_longer_old() -> None:
+    ledger = Ledger("all", max_age=86400.0)
+    cell = ("t::a", "v")
+    ledger.seen("k", [cell], cell, _entry("2020-01-01T00:00:00+00:00"), NOW)
+    assert len(ledger.old) == 1
+    ledger.recorded(cell, existed=True)
+    ledger.recorded(cell, existed=True)  # a test that checked the same cell twice
+    assert ledger.updated == [cell] and ledger.old == []

@@ -3,6 +3,7 @@ own; an output that cannot be written is an error naming the option, the path an
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -53,3 +54,16 @@ def test_an_unwritable_output_is_an_error_naming_it(tmp_path: Path) -> None:
 def test_plots_say_when_there_was_nothing_to_draw(tmp_path: Path) -> None:
     outputs = writers.write_outputs(_doc, RunOptions(plots_dir=tmp_path / "plots"), {}, measured=True)
     assert outputs.written == [f"no plots in {tmp_path / 'plots'}: no cell was measured"]
+
+
+def test_plots_without_matplotlib_are_refused_before_any_server_boots(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_sglang_perf.config.settings import ConfigError, Settings
+    from pytest_sglang_perf.session import PerfSession
+
+    assert writers.missing_requirement(RunOptions(plots_dir=tmp_path)) is None  # matplotlib is installed here
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    with pytest.raises(ConfigError, match=r"--sglang-plots .*: plots need matplotlib: pip install "
+                                          r"'pytest-sglang-perf\[plots\]'; or leave out --sglang-plots"):
+        PerfSession(Settings(source="test", root=tmp_path, model="m"), RunOptions(plots_dir=tmp_path / "p"),
+                    lambda message: None)

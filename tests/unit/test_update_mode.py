@@ -9,9 +9,10 @@ import pytest
 from pytest_sglang_perf.options import UPDATE_ALL, UPDATE_NEW, _update, _update_mode
 
 
-@pytest.mark.parametrize(("raw", "mode"), [(None, None), ("", None), (False, None), (True, UPDATE_ALL),
-                                           ("0", None), ("false", None), ("1", UPDATE_ALL), ("yes", UPDATE_ALL),
-                                           ("all", UPDATE_ALL), ("new", UPDATE_NEW), (" NEW ", UPDATE_NEW)])
+@pytest.mark.parametrize(("raw", "mode"), [
+    (None, None), ("", None), ("0", None), ("false", None), ("1", UPDATE_ALL), ("yes", UPDATE_ALL),
+    ("all", UPDATE_ALL), ("new", UPDATE_NEW), (" NEW ", UPDATE_NEW),
+])
 def test_the_mode_from_any_source(raw: object, mode: str | None) -> None:
     assert _update(raw) == mode
 
