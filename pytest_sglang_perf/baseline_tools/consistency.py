@@ -9,8 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 
-from pytest_sglang_perf.baseline_tools.project import recorded_time
-from pytest_sglang_perf.gate.baseline import BaselineEntry
+from pytest_sglang_perf.gate.baseline import BaselineEntry, recorded_time
 from pytest_sglang_perf.gate.terminal import format_value
 from pytest_sglang_perf.measurement.metrics import METRICS
 from pytest_sglang_perf.measurement.prefix_cache import UNKNOWN

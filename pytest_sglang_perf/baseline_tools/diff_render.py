@@ -17,6 +17,7 @@ from pytest_sglang_perf.baseline_tools.diff import (
 from pytest_sglang_perf.baseline_tools.project import plural
 from pytest_sglang_perf.gate.compare import Verdict, relative_change
 from pytest_sglang_perf.gate.terminal import format_allowed, format_change, format_value
+from pytest_sglang_perf.outputs.markdown_text import code, text
 from pytest_sglang_perf.wrapping import wrap_lines
 
 _HEADER = ("metric", "old", "new", "change", "band", "verdict")
@@ -100,15 +101,15 @@ def markdown_lines(files: Sequence[FileChange], old_label: str, new_label: str) 
         for cell in shown:
             lines.extend(_markdown_rows(cell))
             if cell.not_comparable:
-                notes.append(f"- `{_md(cell.test_id)} [{_md(cell.variant)}]`: not comparable (the gate would call "
-                             f"it stale): {_md('; '.join(cell.not_comparable))}")
+                notes.append(f"- {code(f'{cell.test_id} [{cell.variant}]')}: not comparable (the gate would call "
+                             f"it stale): {text('; '.join(cell.not_comparable))}")
         if notes:
             lines += ["", *notes]
     return lines
 
 
 def _markdown_rows(cell: CellChange) -> Iterator[str]:
-    test, variant = f"`{_md(cell.test_id)}`", f"`{_md(cell.variant)}`"
+    test, variant = code(cell.test_id, in_table=True), code(cell.variant, in_table=True)
     if cell.status != CHANGED:
         yield f"| {test} | {variant} | | | | | | {cell.status} |"
         return
@@ -119,10 +120,4 @@ def _markdown_rows(cell: CellChange) -> Iterator[str]:
         if row:  # the cell's test and variant on its first row only
             test = variant = ""
         yield f"| {test} | {variant} | {name} | {old} | {new} | {change} | {band} | {verdict} |"
-
-
-def _md(text: str) -> str:
-    """Safe inside a table cell (and inside backticks): no pipe or backtick breaks it."""
-    return text.replace("|", "\\|").replace("`", "'")
-
 

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 
 from pytest_sglang_perf.config.settings import Settings
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.gate.baseline import BaselineEntry, BaselineFileError
+from pytest_sglang_perf.gate.baseline import BaselineEntry, BaselineFileError, age_seconds
 from pytest_sglang_perf.gate.baseline_parse import BaselineFile, read_baseline_file
 
 DEFAULT_DIR = Path("baselines")
@@ -63,22 +63,6 @@ def read_directory(directory: Path) -> DirectoryFiles:
         if found is not None:
             files.append(found)
     return DirectoryFiles(files, problems)
-
-
-def recorded_time(entry: BaselineEntry) -> datetime | None:
-    """When the entry was recorded (UTC), None when `recorded_at` is not an ISO-8601 time."""
-    try:
-        found = datetime.fromisoformat(entry.recorded_at)
-    except ValueError:
-        return None
-    return found.replace(tzinfo=UTC) if found.tzinfo is None else found
-
-
-def age_seconds(entry: BaselineEntry, now: datetime | None = None) -> float | None:
-    recorded = recorded_time(entry)
-    if recorded is None:
-        return None
-    return ((now or datetime.now(UTC)) - recorded).total_seconds()
 
 
 def is_old(entry: BaselineEntry, max_age: float | None, now: datetime | None = None) -> bool:

@@ -15,17 +15,15 @@ from typing import Any
 
 from pytest_sglang_perf.baseline_tools.project import (
     ToolError,
-    age_seconds,
     baseline_dir,
     duration_text,
     is_old,
     plural,
     project_settings,
     read_directory,
-    recorded_time,
     source_text,
 )
-from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry
+from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, age_seconds, recorded_time
 from pytest_sglang_perf.gate.baseline_parse import BaselineFile
 from pytest_sglang_perf.gate.environment import SIMULATED_PREFIX
 from pytest_sglang_perf.gate.terminal import format_value

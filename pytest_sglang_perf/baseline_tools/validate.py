@@ -15,8 +15,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from pytest_sglang_perf.baseline_tools.consistency import entry_problems
-from pytest_sglang_perf.baseline_tools.project import ToolError, age_seconds, duration_text, is_old, plural
-from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineFileError
+from pytest_sglang_perf.baseline_tools.project import ToolError, duration_text, is_old, plural
+from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineFileError, age_seconds
 from pytest_sglang_perf.gate.baseline_parse import BaselineFile, read_baseline_file
 from pytest_sglang_perf.wrapping import wrap_lines
 

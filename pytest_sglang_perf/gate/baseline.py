@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -112,6 +113,21 @@ class BaselineEntry:
             "environment": dict(self.environment),
             "source": None if self.source is None else dict(self.source),
         }
+
+
+def recorded_time(entry: BaselineEntry) -> datetime | None:
+    """When the entry was recorded (UTC; a time without a zone is UTC), None when `recorded_at` is not ISO-8601."""
+    try:
+        found = datetime.fromisoformat(entry.recorded_at)
+    except (TypeError, ValueError):
+        return None
+    return found.replace(tzinfo=UTC) if found.tzinfo is None else found
+
+
+def age_seconds(entry: BaselineEntry, now: datetime | None = None) -> float | None:
+    """Seconds since the entry was recorded; None when that time cannot be read."""
+    recorded = recorded_time(entry)
+    return None if recorded is None else ((now or datetime.now(UTC)) - recorded).total_seconds()
 
 
 class BaselineFileError(SGLangPerfError):

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Set
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
-from pytest_sglang_perf.gate.baseline import BaselineEntry, EntryKey
+from pytest_sglang_perf.gate.baseline import BaselineEntry, EntryKey, age_seconds
 
 _DAY = 86400.0
 
@@ -44,7 +44,7 @@ class Ledger:
         """A cell was checked against baseline file `key` (whose entries are `entries`); `stored` is its entry."""
         if key not in self.files:
             self.files[key] = set(entries)
-        age = None if stored is None else _age_seconds(stored.recorded_at, now or datetime.now(UTC))
+        age = None if stored is None else age_seconds(stored, now)
         if age is not None and self.max_age is not None and age > self.max_age and stored is not None:
             self.old.append(OldEntry(cell[0], cell[1], stored.recorded_at, age / _DAY))
 
@@ -94,15 +94,4 @@ class Ledger:
                          f"oldest: {oldest.test_id} [{oldest.variant}], recorded {oldest.recorded_at} "
                          f"({oldest.age_days:.0f} days ago); re-record them with --sglang-update-baselines")
         return lines
-
-
-def _age_seconds(recorded_at: str, now: datetime) -> float | None:
-    """Seconds since an ISO-8601 time (a time without a zone is UTC); None when it cannot be read."""
-    try:
-        when = datetime.fromisoformat(recorded_at)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return (now - when).total_seconds()
 

@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.plots.data import DEFAULT_CONFIDENCE
+from pytest_sglang_perf.gate.ab import DEFAULT_CONFIDENCE
 
 PROG = "sglang-perf plot"
 

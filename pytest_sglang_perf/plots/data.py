@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from pytest_sglang_perf.gate.ab import DEFAULT_CONFIDENCE, DEFAULT_REFERENCE
 from pytest_sglang_perf.gate.statistics import log_difference, t_quantile
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER, METRICS
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_values
 
-DEFAULT_CONFIDENCE = 0.95
-DEFAULT_REFERENCE = "default"
 REQUEST_METRICS = tuple(name for name in GATED_ORDER if name not in BOOT_METRICS)
 """The per-request metrics, in the gate's order: the ones with samples to draw an interval from."""
 

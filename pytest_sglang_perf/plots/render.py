@@ -11,8 +11,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_sglang_perf.gate.ab import DEFAULT_CONFIDENCE
 from pytest_sglang_perf.plots.data import (
-    DEFAULT_CONFIDENCE,
     ab_figures,
     by_time,
     cells_of,
