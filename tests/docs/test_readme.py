@@ -11,9 +11,10 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-FAST = {"SGLANG_SIM_DECODE_TOK_S": "20000", "SGLANG_SIM_TTFT": "0.01", "SGLANG_SIM_BOOT_SECONDS": "0.2"}
+FAST = {"SGLANG_SIM_DECODE_TOK_S": "2000", "SGLANG_SIM_TTFT": "0.1", "SGLANG_SIM_BOOT_SECONDS": "0.2"}
 """The simulator's speed knobs, from the environment: the Quick Start's files stay as written, and its 512-token
-requests take milliseconds instead of the ~10 s the simulated 2x RTX A6000 would take at 53 tok/s."""
+requests take a quarter of a second instead of the ~10 s the simulated 2x RTX A6000 would take at 53 tok/s. Not
+faster: a busy 2-core machine delays a token by milliseconds, which must stay well inside the default tolerances."""
 
 
 def _blocks(lang: str) -> list[str]:
@@ -62,7 +63,17 @@ def test_quick_start_runs_as_written_on_the_simulator(quick_start: pytest.Pytest
 
     again = quick_start.runpytest_subprocess(*simulated)
     again.assert_outcomes(passed=3, warnings=1)
-    again.stdout.fnmatch_lines(["sglang-perf: 3 cells: 3 ok, 0 regressed, * (SIMULATED)"])
+    _every_cell_compared_and_none_regressed(again)
+
+
+def _every_cell_compared_and_none_regressed(result: pytest.RunResult) -> None:
+    """The run was gated against the baselines just recorded: an inconclusive cell (a busy machine's noise, said as
+    such) passes like an ok one, and nothing may be new, stale, errored or regressed."""
+    [line] = [line for line in result.outlines if line.startswith("sglang-perf: 3 cells: ")]
+    counts = {name: int(n) for n, name in re.findall(r"(\d+) (\w+)", line.split(": ", 1)[1])}
+    assert counts["ok"] + counts["inconclusive"] + counts["improved"] == 3, line
+    assert counts["regressed"] == counts["new"] == counts["stale"] == counts["errored"] == 0, line
+    assert line.endswith("(SIMULATED)"), line
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="SGLang is installed: a real boot")
