@@ -1,6 +1,6 @@
 """The fields of a model's `config.json` the simulator cannot do without, and the check both sides run.
 
-The simulator models a model's decode speed and memory from its sizes (simulator/args/model.py): without them it
+The simulator models a model's decode speed and memory from its sizes (sglang_facts/model_sizes.py): without them it
 would be simulating some other model. The plugin checks a simulated run's config.json before any server starts
 (server/plan.py); the simulator checks it when it loads it. Fields that SGLang / Hugging Face fill with an honest
 default stay optional: `num_key_value_heads` (= heads), `head_dim` (= hidden / heads), `torch_dtype`, the context

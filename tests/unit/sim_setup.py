@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 from pytest_sglang_perf.simulator.args.knobs import KNOB_SPECS, Knobs
-from pytest_sglang_perf.simulator.args.model import ModelConfig
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 from pytest_sglang_perf.simulator.args.server_config import read_command_line
 from pytest_sglang_perf.simulator.engine.engine import SimEngine

@@ -21,8 +21,8 @@ from pytest_sglang_perf.sglang_facts.known_models import (
     shipped_config,
 )
 from pytest_sglang_perf.sglang_facts.model_fields import check_model_config
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfigError, load_model_config
 from pytest_sglang_perf.sglang_facts.parsers import choose_parser
-from pytest_sglang_perf.simulator.args.model import ModelConfigError, load_model_config
 
 REPO = Path(__file__).resolve().parents[2]
 REQUIRED_IDS = ("Qwen/Qwen3-8B", "meta-llama/Llama-3.1-8B-Instruct", "Qwen/Qwen3.6-27B",

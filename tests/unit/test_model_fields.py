@@ -20,7 +20,7 @@ from pytest_sglang_perf.sglang_facts.model_fields import (
     invalid_model_fields,
     missing_model_fields,
 )
-from pytest_sglang_perf.simulator.args.model import ModelConfigError, load_model_config, model_config_from_dict
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfigError, load_model_config, model_config_from_dict
 
 COMMON = ["architectures", "hidden_size", "num_hidden_layers", "num_attention_heads", "vocab_size"]
 DENSE = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256, "intermediate_size": 512,

@@ -9,14 +9,14 @@ import pytest
 
 from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, load_flag_table
 from pytest_sglang_perf.sglang_facts.gpus import H100_80GB
-from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs
-from pytest_sglang_perf.simulator.args.memory import effective_max_running_requests, plan_memory
-from pytest_sglang_perf.simulator.args.model import (
+from pytest_sglang_perf.sglang_facts.model_sizes import (
     ModelConfig,
     ModelConfigError,
     load_model_config,
     model_config_from_dict,
 )
+from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs
+from pytest_sglang_perf.simulator.args.memory import effective_max_running_requests, plan_memory
 from pytest_sglang_perf.simulator.args.resolve import MSG_LANGUAGE_ONLY, Resolution, resolve_args
 from pytest_sglang_perf.simulator.args.speculative import (
     MSG_DRAFT_TOKENS,

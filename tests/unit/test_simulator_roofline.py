@@ -6,7 +6,7 @@ import pytest
 from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, costs, resolve
 
 from pytest_sglang_perf.sglang_facts.gpus import find_gpu, load_gpu_table
-from pytest_sglang_perf.simulator.args.model import model_config_from_dict
+from pytest_sglang_perf.sglang_facts.model_sizes import model_config_from_dict
 
 ACCEPT = 3.0
 

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_sglang_perf.simulator.args.model import ModelConfig
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 
 FULL, BREAKABLE, DISABLED = "full", "breakable", "disabled"
 DECODE, PREFILL = "decode", "prefill"

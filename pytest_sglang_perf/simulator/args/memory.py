@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu, gib
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 from pytest_sglang_perf.simulator.args.cudagraph import CudaGraphPlan
-from pytest_sglang_perf.simulator.args.model import ModelConfig
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 
 NOT_ENOUGH_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."

@@ -15,6 +15,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 from pytest_sglang_perf.simulator.args.cudagraph import (
     CudaGraphPlan,
     apply_compatibility,
@@ -23,7 +24,6 @@ from pytest_sglang_perf.simulator.args.cudagraph import (
     materialize_sizes,
     parse_cuda_graph_config,
 )
-from pytest_sglang_perf.simulator.args.model import ModelConfig
 from pytest_sglang_perf.simulator.args.server_fields import complete_record
 from pytest_sglang_perf.simulator.args.speculative import ResolutionError, SpecConfig, resolve_speculative
 

@@ -14,9 +14,9 @@ from typing import Any
 
 from pytest_sglang_perf.sglang_facts.flags import FlagTable, load_flag_table
 from pytest_sglang_perf.sglang_facts.gpus import Gpu, find_gpu
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig, load_model_config, model_config_from_dict
 from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs, split_knobs
 from pytest_sglang_perf.simulator.args.knobs import Knobs
-from pytest_sglang_perf.simulator.args.model import ModelConfig, load_model_config, model_config_from_dict
 from pytest_sglang_perf.simulator.args.resolve import Resolution, resolve_args
 
 

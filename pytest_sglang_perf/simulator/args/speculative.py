@@ -10,7 +10,7 @@ from collections.abc import MutableMapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_sglang_perf.simulator.args.model import ModelConfig
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 
 EAGLE_FAMILY = frozenset({"EAGLE", "EAGLE3", "STANDALONE"})
 CAPPED_AT_48 = EAGLE_FAMILY | {"NGRAM", "DFLASH", "DSPARK", "FROZEN_KV_MTP"}

@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 from pytest_sglang_perf.simulator.args.faults import Faults
 from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.memory import NOT_ENOUGH_MEMORY, MemoryPlan
-from pytest_sglang_perf.simulator.args.model import ModelConfig
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 from pytest_sglang_perf.simulator.args.speculative import draft_architecture
 from pytest_sglang_perf.simulator.engine.crash import (

@@ -26,7 +26,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
-from pytest_sglang_perf.simulator.args.model import ModelConfig
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 
 BANDWIDTH_EFFICIENCY = 0.77

@@ -5,9 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.memory import MemoryPlan
-from pytest_sglang_perf.simulator.args.model import ModelConfig
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 from pytest_sglang_perf.simulator.engine.boot import StartupTime
 

@@ -19,9 +19,9 @@ from typing import Any
 
 from pytest_sglang_perf.sglang_facts.config_file import ConfigFileError
 from pytest_sglang_perf.sglang_facts.flags import FlagTable, FlagTableError, load_flag_table
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfigError
 from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs
 from pytest_sglang_perf.simulator.args.knobs import KnobError, Knobs, knob_errors
-from pytest_sglang_perf.simulator.args.model import ModelConfigError
 from pytest_sglang_perf.simulator.args.server_config import ServerConfig, read_command_line
 from pytest_sglang_perf.simulator.args.server_fields import shown_record
 from pytest_sglang_perf.simulator.args.speculative import ResolutionError

@@ -1,8 +1,9 @@
-"""The simulated model: what SGLang reads from `config.json` at `--model-path` (a local folder's, else the config
+"""A model's sizes: what SGLang reads from `config.json` at `--model-path` (a local folder's, else the config
 the project ships for a known Hugging Face id).
 
-Only sizes and names are read (architecture, context length, layer and head counts); they feed
-`/model_info`, the memory plan, the log lines and the roofline timing model (engine/roofline.py).
+Only sizes and names are read (architecture, context length, layer and head counts); they feed the simulator's
+`/model_info`, memory plan, log lines and timing model (simulator/engine/roofline.py), and the plugin's estimate of
+the bytes a decode step reads when no checkpoint is at hand (roofline/model_bytes.py).
 """
 
 from __future__ import annotations
