@@ -23,6 +23,7 @@ import pytest
 from pytest_sglang_perf.gate.cell_ids import strip_variant
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck
 from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.roofline.ceiling import ceiling_record
 
 ROUND = "e2e"
 """The per-request time that is a round: `Sample.e2e`, request sent -> last content token received."""
@@ -159,6 +160,7 @@ def extra_info(cell: Cell, result: Result) -> dict[str, Any]:
         "cached_tokens_median": result.cached_tokens,
         "metrics": {check.metric: _metric(check) for check in cell.checks},
         "checks": 1,
+        "roofline": ceiling_record(result.roofline),
     }
     if cell.stale:
         info["stale"] = list(cell.stale)

@@ -175,7 +175,7 @@ class SGLangPerf:
         from pytest_sglang_perf.benchmark_bridge import feed
         from pytest_sglang_perf.outputs.junit import cell_properties
 
-        for name, value in cell_properties(cell, cached_tokens=result.cached_tokens):
+        for name, value in cell_properties(cell, cached_tokens=result.cached_tokens, roofline=result.roofline):
             self._request.node.user_properties.append((name, value))
         feed(self._request, cell, result)
 

@@ -39,6 +39,7 @@ from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
 from pytest_sglang_perf.session_baselines import SessionBaselines
+from pytest_sglang_perf.session_roofline import SessionRoofline
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
 from pytest_sglang_perf.wrapping import wrap_lines
@@ -91,6 +92,11 @@ class PerfSession:
         """The servers' log folder (server/logdirs.py): created when the first server boots."""
         self.live = Live(say, verbosity=options.verbosity, heartbeat=options.heartbeat, simulated=options.simulate)
         self._say = say
+
+    @cached_property
+    def roofline(self) -> SessionRoofline:
+        """The GPU probe's report, the variants' model bytes and each decode cell's bandwidth ceiling."""
+        return SessionRoofline(self.settings, self._gpus, simulate=self.options.simulate)
 
     @cached_property
     def environment(self) -> Environment:
@@ -217,6 +223,7 @@ class PerfSession:
         if run.boot_error is not None:
             raise run.boot_error
         if run.process is None:
+            self.roofline.before_boot()
             log_path = self.logs.folder() / f"{run.name}.log"
             try:
                 run.process, run.server = boot_server(run.plan, log_path, self.settings.startup_timeout,
@@ -271,11 +278,12 @@ class PerfSession:
 
         run = self.runs[name]
         assert run.server is not None, "measure() needs the variant's running server"
-        return measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
-                       boot_seconds=run.server.boot_seconds, simulated=self.options.simulate,
-                       api_key=run.server.plan.api_key, timeout=self.settings.request.timeout,
-                       startup=run.startup, decided=decided,
-                       flush_key=flag_value(run.plan.command, "--admin-api-key"))
+        result = measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
+                         boot_seconds=run.server.boot_seconds, simulated=self.options.simulate,
+                         api_key=run.server.plan.api_key, timeout=self.settings.request.timeout,
+                         startup=run.startup, decided=decided,
+                         flush_key=flag_value(run.plan.command, "--admin-api-key"))
+        return self.roofline.annotate(run, result)
 
     def place(self, name: str, params: RequestParams) -> CellPlace:
         """The cell's baseline file key and identity (request, server args as resolved, model, GPUs used)."""

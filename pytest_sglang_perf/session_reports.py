@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 def summary_sections(session: PerfSession) -> list[tuple[str, list[str]]]:
     """(title, lines) of each summary section that has lines, in order."""
     from pytest_sglang_perf.gate.ab import session_lines
+    from pytest_sglang_perf.roofline_views import probe_text, roofline_lines
     from pytest_sglang_perf.server_views import server_summary
 
     sections = [("sglang-perf", cells_lines(session))]
@@ -28,7 +29,10 @@ def summary_sections(session: PerfSession) -> list[tuple[str, list[str]]]:
         servers = server_summary(session.runs.values(), session.options.simulate, brief=brief)
         ab = session_lines(session.results, [v.name for v in session.variants], session.settings.gate.confidence)
         ab = significant_only(ab) if brief else ab
-        sections = [("sglang-perf servers", servers), *sections, ("sglang-perf A/B", ab)]
+        roofline = roofline_lines([(test_id, result) for (test_id, _), result in session.results.items()],
+                                  simulated=session.options.simulate, probe=probe_text(session.roofline.probe))
+        sections = [("sglang-perf servers", servers), *sections, ("sglang-perf roofline", roofline),
+                    ("sglang-perf A/B", ab)]
     return [(title, lines) for title, lines in sections if lines]
 
 
@@ -78,6 +82,8 @@ def results_document(session: PerfSession) -> dict[str, Any]:
     from pytest_sglang_perf.server_views import errored_variants, server_records
 
     machine = machine_facts(session.baselines.commit, detect_gpus(), simulated=session.options.simulate)
+    probe = session.roofline.probe
+    machine["probe"] = None if probe is None else probe.to_dict()
     runs = session.runs.values()
     return document(session.baselines.offered(session.records), session.environment.facts, server_records(runs),
                     errored_variants(runs), simulated=session.options.simulate, machine=machine,

@@ -73,6 +73,11 @@ class BaselineEntry:
     """How the entry came to be: {"how": "recorded" | "accepted", "dirty": bool | None, "host": str | None,
     "results_file": str | None (accepted: the results file's name), "generated_at": str | None (accepted: when the
     results file was written)}; None in entries written before schema 2 or by a writer that did not say."""
+    roofline: Mapping[str, Any] | None = None
+    """The cell's memory-bandwidth ceiling when it was recorded (roofline/ceiling.py `DecodeCeiling.to_dict()`:
+    efficiency, ceiling, the bandwidth and where it came from, bytes per step), or {"unavailable": why}; None for a
+    cell without decode and in entries recorded before it was kept (then absent from the file: an older entry is
+    rewritten as it was)."""
 
     def boot_records(self) -> tuple[BootRecord, ...]:
         """The entry's boots; an older entry's samples all come from one boot, with the summaries' boot costs."""
@@ -112,6 +117,7 @@ class BaselineEntry:
             "commit": self.commit,
             "environment": dict(self.environment),
             "source": None if self.source is None else dict(self.source),
+            **({} if self.roofline is None else {"roofline": dict(self.roofline)}),
         }
 
 

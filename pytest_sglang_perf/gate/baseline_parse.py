@@ -147,6 +147,7 @@ def parse_entry(path: Path, test_id: str, variant: str, data: Any) -> BaselineEn
         identity=_parse_identity(path, where, data.get("identity")),
         boots=_parse_boots(path, where, data.get("boots"), len(data["samples"])),
         source=_parse_source(path, where, data.get("source")),
+        roofline=_optional_object(path, where, data, "roofline"),
     )
 
 

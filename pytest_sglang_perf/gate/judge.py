@@ -23,9 +23,10 @@ from pytest_sglang_perf.gate.compare import (
     check_metric,
     within_tolerance,
 )
+from pytest_sglang_perf.gate.efficiency import with_efficiency
 from pytest_sglang_perf.gate.identity import CellIdentity, differences
 from pytest_sglang_perf.gate.store import BaselineStore
-from pytest_sglang_perf.measurement.metrics import metric
+from pytest_sglang_perf.measurement.metrics import EFFICIENCY, metric
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_coverage, missing_coverage
 
@@ -103,7 +104,7 @@ class Judge:
     def judge(self, test_id: str, result: Result, place: CellPlace) -> Cell:
         """The cell's checks against its comparable baseline (NEW checks without one)."""
         found = self.comparable(test_id, result.variant, place)
-        reference = None if found.entry is None else found.entry.boot_values()
+        reference = None if found.entry is None else reference_values(found.entry, result)
         checks = check_all(result.values, reference, self._tolerances(result.values), self.policy)
         return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale)
 
@@ -118,7 +119,7 @@ class Judge:
         (a new baseline): once the samples could detect a change of the tolerance, whatever the old baseline."""
         def decided(result: Result) -> bool:
             entry = None if recording else self.comparable(test_id, result.variant, place).entry
-            reference = None if entry is None else entry.boot_values()
+            reference = None if entry is None else reference_values(entry, result)
             return all(settled(name, values, None if reference is None else reference.get(name),
                                self._tolerance(name), self.policy)
                        for name, values in result.values.items() if name not in BOOT_METRICS)
@@ -127,6 +128,13 @@ class Judge:
 
     def _tolerances(self, values: Mapping[str, object]) -> dict[str, float]:
         return {name: self._tolerance(name) for name in values}
+
+
+def reference_values(entry: BaselineEntry, result: Result) -> dict[str, BootValues]:
+    """The entry's values per boot, with its share of the bandwidth ceiling when the result measured one (the
+    optional gate, gate/efficiency.py)."""
+    values = entry.boot_values()
+    return with_efficiency(values, entry.roofline) if EFFICIENCY in result.values else dict(values)
 
 
 def settled(name: str, values: Sequence[float], reference: BootValues | None, tolerance: float,

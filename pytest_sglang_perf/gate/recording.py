@@ -18,6 +18,7 @@ from pytest_sglang_perf.gate.baseline import SOURCE_RECORDED, BaselineEntry, Boo
 from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
+from pytest_sglang_perf.roofline.ceiling import ceiling_record
 
 
 @dataclass(frozen=True)
@@ -97,6 +98,7 @@ def build_entry(test_id: str, results: Sequence[Result], place: CellPlace, run: 
         identity=place.identity,
         boots=tuple(_boot(result) for result in results),
         source=source,
+        roofline=ceiling_record(first.roofline),
     )
 
 

@@ -24,6 +24,7 @@ from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json
 from pytest_sglang_perf.gate.judge import CellPlace
 from pytest_sglang_perf.gate.recording import RecordedRun
 from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.roofline.ceiling import ceiling_record
 
 SCHEMA_VERSION = 1
 
@@ -122,7 +123,7 @@ def _result(result: Result | None) -> dict[str, Any]:
     """The measurement behind a cell; empty fields when the cell has none (e.g. it failed to measure)."""
     if result is None:
         return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
-                "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None}
+                "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None, "roofline": None}
     return {
         "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
         "samples": [s.to_dict() for s in result.samples],
@@ -132,6 +133,7 @@ def _result(result: Result | None) -> dict[str, Any]:
         "startup": None if result.startup is None else result.startup.to_dict(),
         "itl_p50": result.itl_p50,
         "itl_p99": result.itl_p99,
+        "roofline": ceiling_record(result.roofline),
     }
 
 

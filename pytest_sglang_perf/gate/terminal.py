@@ -34,6 +34,8 @@ def format_value(metric: str, value: float) -> str:
         return f"{value:.1f} tok/s" if abs(value) >= 100 else f"{value:.2f} tok/s"
     if unit == "tok/step":
         return f"{value:.2f} tok/step"
+    if unit == "ratio":
+        return f"{value:.1%}"
     return f"{value:.4g} {unit}".rstrip()
 
 

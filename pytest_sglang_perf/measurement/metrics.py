@@ -7,6 +7,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+EFFICIENCY = "bandwidth_efficiency"
+"""The optional gate on the bandwidth ceiling: a cell's decode throughput over its ceiling, per request."""
+
 
 class Direction(enum.Enum):
     HIGHER_IS_BETTER = "higher"
@@ -53,6 +56,9 @@ METRICS: Mapping[str, Metric] = MappingProxyType(
             _m("boot_seconds", "s", False, 0.25, 2.0, "server launch -> ready"),
             _m("graph_capture_seconds", "s", False, 0.50, 0.5,
                "CUDA-graph capture, all graphs (SGLang's Engine startup timings, else its capture lines)"),
+            _m(EFFICIENCY, "ratio", True, 0.05, 0.0,
+               "decode tok/s / the cell's memory-bandwidth ceiling (docs/roofline.md); measured and gated only when "
+               "tolerance.bandwidth_efficiency is set"),
         )
     }
 )

@@ -10,6 +10,7 @@ from typing import Any
 from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
+from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
 from pytest_sglang_perf.server.startup import StartupFacts
 
 
@@ -105,6 +106,9 @@ class Result:
     """The server's startup facts as SGLang logged them."""
     values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """Each metric's measured values (per request; one value for the boot costs): what the statistics use."""
+    roofline: DecodeCeiling | str | None = None
+    """The cell's memory-bandwidth ceiling (session_roofline.py), or why it has none; None for a cell without
+    decode or one not looked at."""
 
     @property
     def cached_tokens(self) -> float | None:

@@ -10,21 +10,36 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck
+from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
 
 PREFIX = "sglang_perf"
 Property = tuple[str, object]
 
 
-def cell_properties(cell: Cell, *, cached_tokens: float | None = None) -> list[Property]:
+def cell_properties(cell: Cell, *, cached_tokens: float | None = None,
+                    roofline: DecodeCeiling | str | None = None) -> list[Property]:
     """The cell's properties: variant, verdict, simulated, then each metric's measured, baseline, change, allowed,
-    unit and verdict; with `cached_tokens`, the median prompt tokens served from the prefix cache."""
+    unit and verdict; with `cached_tokens`, the median prompt tokens served from the prefix cache; with `roofline`,
+    the decode's bandwidth ceiling (`sglang_perf.roofline.*`: efficiency, ceiling_tok_s, bandwidth_gb_s,
+    bandwidth_source, diagnosis) or why there is none (`sglang_perf.roofline.unavailable`)."""
     head: list[Property] = [(f"{PREFIX}.variant", cell.variant), (f"{PREFIX}.verdict", cell.verdict.value),
                             (f"{PREFIX}.simulated", cell.simulated)]
     if cell.stale:
         head.append((f"{PREFIX}.stale", "; ".join(cell.stale)))
     if cached_tokens is not None:
         head.append((f"{PREFIX}.cached_tokens", cached_tokens))
-    return [*head, *(prop for check in cell.checks for prop in _metric(check))]
+    return [*head, *_roofline(roofline), *(prop for check in cell.checks for prop in _metric(check))]
+
+
+def _roofline(ceiling: DecodeCeiling | str | None) -> list[Property]:
+    name = f"{PREFIX}.roofline"
+    if ceiling is None:
+        return []
+    if isinstance(ceiling, str):
+        return [(f"{name}.unavailable", ceiling)]
+    return [(f"{name}.efficiency", ceiling.efficiency), (f"{name}.ceiling_tok_s", ceiling.tok_s),
+            (f"{name}.bandwidth_gb_s", ceiling.bandwidth.gb_s), (f"{name}.bandwidth_source", ceiling.bandwidth.source),
+            (f"{name}.diagnosis", ceiling.diagnosis())]
 
 
 def _metric(check: MetricCheck) -> Iterator[Property]:

@@ -15,6 +15,7 @@ from typing import Any
 from pytest_sglang_perf.gate.compare import SEVERITY
 from pytest_sglang_perf.outputs.markdown_cells import variant_section
 from pytest_sglang_perf.outputs.markdown_env import environment_section
+from pytest_sglang_perf.outputs.markdown_roofline import roofline_section
 from pytest_sglang_perf.outputs.markdown_text import bullets, code, fenced, table, text
 
 TITLE = "sglang-perf"
@@ -43,6 +44,8 @@ def markdown_report(doc: Mapping[str, Any]) -> str:
             mine = [c for c in cells if str(c.get("variant", "?")) == variant]
             parts.append(variant_section(variant, mine, simulated=any(bool(c.get("simulated")) for c in mine)))
         parts.append([LEGEND])
+        roofline = roofline_section(cells, simulated=simulated)
+        parts += [roofline] if roofline else []
     servers = _servers(doc.get("servers"), variants)
     parts.extend(section for section in (servers, _errored(errored), _baselines(doc)) if section)
     parts.append(environment_section(doc))

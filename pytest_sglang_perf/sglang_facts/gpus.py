@@ -1,4 +1,5 @@
-"""The GPU table (`sglang_facts/data/gpus.json`): name, memory, bandwidth, SM version, peaks of each known GPU.
+"""The GPU table (`sglang_facts/data/gpus.json`): name, memory, bandwidth, SM version, peaks of each known GPU, and
+the share of the datasheet bandwidth a read (a device-to-device copy) and a decode GEMV reach on it.
 
 `--sim-gpu NAME` picks an entry by its nvidia-smi name or an alias, case-insensitively. The table is plain JSON so
 that other code (e.g. a pre-flight check that needs a GPU's SM version) can read it without importing the simulator.
@@ -41,6 +42,10 @@ class Gpu:
     """GPU-to-GPU bandwidth per direction for tensor-parallel all-reduces, GB/s."""
     link_latency_us: float
     """Latency of one small all-reduce between two GPUs, microseconds."""
+    read_efficiency: float
+    """Share of `bandwidth_gb_s` a read-bandwidth probe (a device-to-device copy) reaches."""
+    gemv_efficiency: float
+    """Share of `bandwidth_gb_s` the matrix-vector products of a batch-1 decode step reach."""
     aliases: tuple[str, ...] = ()
 
     @property
@@ -51,6 +56,16 @@ class Gpu:
     def free_gib(self) -> float:
         """What SGLang's `avail mem=` shows before loading anything."""
         return self.total_gib - self.reserved_gib
+
+    @property
+    def read_bandwidth_gb_s(self) -> float:
+        """What a read-bandwidth probe measures on this GPU: the simulated GPU's ceiling bandwidth."""
+        return self.bandwidth_gb_s * self.read_efficiency
+
+    @property
+    def gemv_bandwidth_gb_s(self) -> float:
+        """What a decode step's weight read moves per second (the simulator's bandwidth term)."""
+        return self.bandwidth_gb_s * self.gemv_efficiency
 
     @property
     def sm_major(self) -> int:
@@ -67,6 +82,7 @@ class Gpu:
             name=str(data["name"]), memory_mib=int(data["memory_mib"]), reserved_gib=float(data["reserved_gib"]),
             bandwidth_gb_s=float(data["bandwidth_gb_s"]), sm=int(data["sm"]), bf16_tflops=float(data["bf16_tflops"]),
             link_gb_s=float(data["link_gb_s"]), link_latency_us=float(data["link_latency_us"]),
+            read_efficiency=_share(data, "read_efficiency"), gemv_efficiency=_share(data, "gemv_efficiency"),
             aliases=tuple(str(alias) for alias in data.get("aliases", ())),
         )
 
@@ -102,6 +118,13 @@ def find_gpu(name: str | None = None) -> Gpu:
     """The GPU called `name`, or the table's default (H100 SXM)."""
     table = load_gpu_table()
     return table.find(name or table.default)
+
+
+def _share(data: Mapping[str, Any], key: str) -> float:
+    value = float(data[key])
+    if not 0 < value <= 1:
+        raise ValueError(f"{data.get('name')}: {key} {value} is not a share of the datasheet bandwidth (0 < x <= 1)")
+    return value
 
 
 def _normalise(name: str) -> str:

@@ -3,7 +3,7 @@ the project ships for a known Hugging Face id).
 
 Only sizes and names are read (architecture, context length, layer and head counts); they feed the simulator's
 `/model_info`, memory plan, log lines and timing model (simulator/engine/roofline.py), and the plugin's estimate of
-the bytes a decode step reads when no checkpoint is at hand (roofline/model_bytes.py).
+the bytes a decode step reads when no checkpoint is at hand (roofline/weights.py).
 """
 
 from __future__ import annotations

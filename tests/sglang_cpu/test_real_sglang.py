@@ -31,6 +31,7 @@ import psutil
 import pytest
 
 from pytest_sglang_perf.server.startup import startup_facts
+from pytest_sglang_perf.session_roofline import NO_GPU
 
 MAX_TOTAL_TOKENS = 32768
 """A small KV cache: SGLang on CPU otherwise sizes it to most of RAM (15 GB, 30 s to allocate)."""
@@ -408,6 +409,18 @@ def test_startup_facts_and_graph_use_are_in_the_results(first_run: Run) -> None:
         assert use["prefill_false"] >= 4, use  # warmup + 3 measured requests, one prefill batch each at least
     for cell in first_run.cells().values():
         assert cell["startup"]["max_total_num_tokens"] == MAX_TOTAL_TOKENS
+
+
+def test_a_cpu_run_says_why_it_has_no_bandwidth_ceiling(first_run: Run) -> None:
+    """No GPU, no probe and no ceiling: each decode cell says why, in the results file and once per variant in the
+    summary's roofline section (never a silent gap, never a made-up ceiling)."""
+    cells = first_run.cells()
+    assert cells
+    for cell in cells.values():
+        assert cell["roofline"] == {"unavailable": NO_GPU}
+    words = " ".join(first_run.result.stdout.str().split())
+    assert "sglang-perf roofline: decode against the memory-bandwidth ceiling, batch 1" in words
+    assert f"variant default: {NO_GPU}" in words
 
 
 def _protocol_seconds(run: Run) -> dict[str, float]:

@@ -73,9 +73,9 @@ def test_the_plugin_never_imports_the_simulator(module: str) -> None:
 
 
 @pytest.mark.parametrize("module", [m for m in MODULES if _within(m, f"{ROOT}.simulator")])
-def test_the_simulator_imports_only_itself_and_the_sglang_facts(module: str) -> None:
+def test_the_simulator_imports_only_itself_the_sglang_facts_and_the_roofline(module: str) -> None:
     imported = _own(_imports(MODULES[module], module)) - {ROOT}
-    allowed = (f"{ROOT}.simulator", f"{ROOT}.sglang_facts", *SHARED_LEAVES)
+    allowed = (f"{ROOT}.simulator", f"{ROOT}.sglang_facts", f"{ROOT}.roofline", *SHARED_LEAVES)
     assert [name for name in imported if not _within(name, *allowed)] == []
 
 
@@ -83,6 +83,21 @@ def test_the_simulator_imports_only_itself_and_the_sglang_facts(module: str) -> 
 def test_the_sglang_facts_import_nothing_else_of_the_package(module: str) -> None:
     imported = _own(_imports(MODULES[module], module)) - {ROOT}
     assert [name for name in imported if not _within(name, f"{ROOT}.sglang_facts", *SHARED_LEAVES)] == []
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _within(m, f"{ROOT}.roofline")])
+def test_the_roofline_imports_only_itself_and_the_sglang_facts(module: str) -> None:
+    """The physics both sides share: the plugin's ceilings and the simulator's timing read the same bytes."""
+    imported = _own(_imports(MODULES[module], module)) - {ROOT}
+    allowed = (f"{ROOT}.roofline", f"{ROOT}.sglang_facts", *SHARED_LEAVES)
+    assert [name for name in imported if not _within(name, *allowed)] == []
+
+
+@pytest.mark.parametrize("module", [m for m in MODULES if _within(m, f"{ROOT}.hardware")])
+def test_the_hardware_probe_imports_only_itself(module: str) -> None:
+    """It runs as a process of its own (`python -m pytest_sglang_perf.hardware`): nothing of the plugin comes along."""
+    imported = _own(_imports(MODULES[module], module)) - {ROOT}
+    assert [name for name in imported if not _within(name, f"{ROOT}.hardware", *SHARED_LEAVES)] == []
 
 
 @pytest.mark.parametrize("module", sorted(MODULES))

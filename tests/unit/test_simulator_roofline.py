@@ -46,6 +46,9 @@ def test_no_decode_graph_costs_launch_overhead() -> None:
     graph = costs(SEED_CONFIG, *SEED_FLAGS, gpu="RTX A6000")
     eager = costs(SEED_CONFIG, *SEED_FLAGS, "--cuda-graph-backend-decode", "disabled", gpu="RTX A6000")
     assert eager.decode_step(1, 0) > graph.decode_step(1, 0) * 1.05
+    with_graph, without = graph.decode_split(1, 0), eager.decode_split(1, 0)
+    assert without.kernels == with_graph.kernels and without.overhead > with_graph.overhead  # the same kernels,
+    # plus their launches
     beyond = graph.decode_graph_max_bs + 1  # batches larger than the captured sizes run eagerly too
     assert graph.uses_decode_graph(graph.decode_graph_max_bs) and not graph.uses_decode_graph(beyond)
 
@@ -88,6 +91,8 @@ def test_gpu_table() -> None:
     assert {gpu.sm for gpu in table.gpus} >= {86, 80, 90, 100}
     assert find_gpu("rtx a6000").name == "NVIDIA RTX A6000" and find_gpu().name == "NVIDIA H100 80GB HBM3"
     assert find_gpu("H200").memory_mib > find_gpu("H100").memory_mib
+    for gpu in table.gpus:  # what a read probe and decode GEMVs reach: below the datasheet peak
+        assert max(gpu.gemv_bandwidth_gb_s, gpu.read_bandwidth_gb_s) < gpu.bandwidth_gb_s
     with pytest.raises(ValueError, match=r"unknown GPU 'V100'; known GPUs.*RTX A6000"):
         find_gpu("V100")
 

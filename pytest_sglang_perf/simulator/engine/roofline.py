@@ -1,24 +1,30 @@
 """A roofline timing model: how long one scheduler step takes on the simulated GPU (`--sim-gpu`).
 
 A **decode step** is one forward of the running batch (with EAGLE / MTP speculative decoding: one round of
-`speculative_num_steps` draft forwards and one verify forward of `speculative_num_draft_tokens` tokens per request):
+`speculative_num_steps` draft forwards and one verify forward of `speculative_num_draft_tokens` tokens per request),
+split into the terms of `DecodeSplit`:
 
-    target   = max(bytes / (bandwidth * BANDWIDTH_EFFICIENCY), flops / (bf16 peak * DECODE_MFU))
+    target   = max(bytes / (bandwidth * gemv_efficiency), flops / (bf16 peak * decode_mfu))
                bytes: the weights one forward reads, per GPU (parameters * dtype bytes / tp), plus the KV cache
                of every running request; flops: 2 * active parameters / tp per token
-    draft    = per draft forward, the same for one draft layer and the LM head, tokens = batch * topk
-    comm     = tp > 1: two all-reduces per layer per forward, link latency + bytes over the link
-    overhead = STEP_OVERHEAD + PER_REQUEST * batch (+ VERIFY_OVERHEAD with speculative decoding)
+    kernels  = kernels_per_layer * layers: attention, norms and the other small kernels, inside the CUDA graph
+    draft    = per draft forward, the same for one draft layer and the LM head, tokens = batch * topk, plus its
+               all-reduces and draft_overhead
+    comm     = tp > 1: allreduces_per_layer per layer and forward, link latency + bytes over the link
+    overhead = step_overhead + per_request * batch (+ verify_overhead with speculative decoding)
                + without the decode CUDA graph (or a batch larger than the captured sizes): kernel launches,
-               EAGER_LAUNCH_PER_LAYER per layer and forward
+               eager_launch_per_layer per layer and forward
 
 Tokens per step are the accept length (schedule.py draws them). A **prefill** of N new tokens costs the same
-roofline with flops for N tokens at PREFILL_MFU, plus launch overhead that the prefill CUDA graph mostly removes
+roofline with flops for N tokens at prefill_mfu, plus launch overhead that the prefill CUDA graph mostly removes
 (when N fits its largest capture size): the prefill graph changes TTFT, never the decode step. Single-batch
 overlap changes nothing here: it overlaps MoE communication (DeepEP), which a dense model does not have.
 
-The constants are calibrated, not measured: they make a 27B dense model with 3-step MTP on 2x RTX A6000 decode
-at ~54 tok/s (the engineer's finding: 50-57 tok/s) and keep the other GPUs in proportion to their datasheets.
+The per-GPU efficiencies come from the GPU table (sglang_facts/data/gpus.json), the other constants from
+sglang_facts/data/sim-timing.json, each with where it came from. They reproduce two anchors
+(tests/unit/test_simulator_calibration.py, docs/simulated-models.md "Calibration"): the seed's 27B with 3-step MTP
+on 2x RTX A6000 (50-57 tok/s, its bytes over the read bandwidth ~83% of the step) and a graphed Llama-3-8B step on
+an H200 (GEMVs at 3.70 TB/s, 5.89 ms a step).
 """
 
 from __future__ import annotations
@@ -27,29 +33,30 @@ from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
 from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
+from pytest_sglang_perf.sglang_facts.sim_timing import SimTiming, load_sim_timing
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 
-BANDWIDTH_EFFICIENCY = 0.77
-"""Share of the datasheet bandwidth that decode GEMVs reach."""
-DECODE_MFU = 0.55
-PREFILL_MFU = 0.45
-"""Share of the bf16 tensor-core peak reached by batched decode / by prefill GEMMs."""
-STEP_OVERHEAD = 1.2e-3
-"""Scheduler, sampling, detokenizer hand-off: seconds per step."""
-PER_REQUEST = 40e-6
-"""Per running request and step (sampling, output processing): why one stream slows a little in a big batch."""
-VERIFY_OVERHEAD = 0.8e-3
-"""Building and checking the draft tree of a speculative round."""
-DRAFT_OVERHEAD = 0.2e-3
-"""Per draft forward (graph replay, top-k)."""
-EAGER_LAUNCH_PER_LAYER = 60e-6
-"""Kernel launches of one layer of one forward without a CUDA graph."""
-PREFILL_LAUNCH_PER_LAYER = 80e-6
-"""Kernel launches of one layer of a prefill (extend) forward run eagerly."""
-PREFILL_GRAPH_LAUNCH_SHARE = {"breakable": 0.3, "full": 0.1}
-"""What is left of the prefill launch cost with the prefill CUDA graph: a breakable graph still runs attention
-eagerly between its pieces."""
-ALLREDUCES_PER_LAYER = 2
+TIMING: SimTiming = load_sim_timing()
+
+
+@dataclass(frozen=True)
+class DecodeSplit:
+    """One decode step's seconds, term by term (see the module's docstring)."""
+
+    target: float
+    """The target (verify) forward's weight and KV read, or its compute when that is longer."""
+    kernels: float
+    """The target forward's attention, norms and small kernels."""
+    draft: float
+    """Every draft forward: its read, kernels, all-reduces and overhead."""
+    comm: float
+    """The target forward's tensor-parallel all-reduces."""
+    overhead: float
+    """Scheduler, sampling, verify and (without the decode graph) kernel launches."""
+
+    @property
+    def total(self) -> float:
+        return self.target + self.kernels + self.draft + self.comm + self.overhead
 
 
 @dataclass(frozen=True)
@@ -107,14 +114,25 @@ class StepCosts:
 
     def decode_step(self, batch: int, context_tokens: int) -> float:
         """Seconds for one decode step (one speculative round) of `batch` requests holding `context_tokens` in KV."""
+        return self.decode_split(batch, context_tokens).total
+
+    def decode_split(self, batch: int, context_tokens: int) -> DecodeSplit:
+        """`decode_step`, term by term."""
         batch = max(1, batch)
         tokens = batch * self.verify_width
         target = self._roofline(self._weights(tokens) + context_tokens * self.kv_bytes_per_token,
-                                self.flops_per_token * tokens, DECODE_MFU)
-        overhead = STEP_OVERHEAD + PER_REQUEST * batch + self._launch_cost(batch)
+                                self.flops_per_token * tokens, TIMING.decode_mfu)
+        overhead = TIMING.step_overhead_s + TIMING.per_request_s * batch + self._launch_cost(batch)
         if self.verify_width > 1:
-            overhead += VERIFY_OVERHEAD
-        return target + self._comm(tokens) + self._draft(batch) + overhead
+            overhead += TIMING.verify_overhead_s
+        kernels = TIMING.kernels_per_layer_s * self.num_layers
+        return DecodeSplit(target, kernels, self._draft(batch), self._comm(tokens), overhead)
+
+    def decode_bytes(self, batch: int, context_tokens: int) -> float:
+        """Bytes one decode step reads per GPU: the verify forward's weights, each draft forward's, the KV cache."""
+        tokens = max(1, batch) * self.verify_width
+        return (self._weights(tokens) + context_tokens * self.kv_bytes_per_token
+                + self.draft_forwards * self.draft_bytes)
 
     def uses_decode_graph(self, batch: int) -> bool:
         return 0 < batch <= self.decode_graph_max_bs
@@ -122,29 +140,30 @@ class StepCosts:
     def _launch_cost(self, batch: int) -> float:
         if self.uses_decode_graph(batch):
             return 0.0
-        return EAGER_LAUNCH_PER_LAYER * self.num_layers * (1 + self.draft_forwards)
+        return TIMING.eager_launch_per_layer_s * self.num_layers * (1 + self.draft_forwards)
 
     def _draft(self, batch: int) -> float:
         if self.draft_forwards == 0:
             return 0.0
         tokens = batch * max(1, self.draft_tokens_per_request)
-        one = self._roofline(self.draft_bytes, self.draft_flops_per_token * tokens, DECODE_MFU)
-        comm = self._allreduces(ALLREDUCES_PER_LAYER, tokens)
-        return self.draft_forwards * (one + comm + DRAFT_OVERHEAD)
+        one = self._roofline(self.draft_bytes, self.draft_flops_per_token * tokens, TIMING.decode_mfu)
+        comm = self._allreduces(TIMING.allreduces_per_layer, tokens)
+        return self.draft_forwards * (one + TIMING.kernels_per_layer_s + comm + TIMING.draft_overhead_s)
 
     # -- prefill -----------------------------------------------------------------------------------
 
     def prefill(self, new_tokens: int) -> float:
         """Seconds for one prefill (extend) forward over `new_tokens` tokens, the draft's included."""
         tokens = max(1, new_tokens)
-        target = self._roofline(self._weights(tokens), self.flops_per_token * tokens, PREFILL_MFU)
-        launch = PREFILL_LAUNCH_PER_LAYER * self.num_layers
+        target = self._roofline(self._weights(tokens), self.flops_per_token * tokens, TIMING.prefill_mfu)
+        launch = TIMING.prefill_launch_per_layer_s * self.num_layers
         if self.uses_prefill_graph(tokens):
-            launch *= PREFILL_GRAPH_LAUNCH_SHARE.get(self.prefill_graph_backend, 1.0)
+            launch *= TIMING.prefill_graph_share(self.prefill_graph_backend)
         draft = 0.0
         if self.draft_forwards:
-            draft = self._roofline(self.draft_bytes, self.draft_flops_per_token * tokens, PREFILL_MFU) + DRAFT_OVERHEAD
-        return target + self._comm(tokens) + launch + draft + STEP_OVERHEAD
+            draft = (self._roofline(self.draft_bytes, self.draft_flops_per_token * tokens, TIMING.prefill_mfu)
+                     + TIMING.draft_overhead_s)
+        return target + self._comm(tokens) + launch + draft + TIMING.step_overhead_s
 
     def uses_prefill_graph(self, new_tokens: int) -> bool:
         return 0 < new_tokens <= self.prefill_graph_max_tokens
@@ -157,12 +176,12 @@ class StepCosts:
         return self.moe_model.decode_read_params(tokens) * self.dtype_bytes / self.tp
 
     def _roofline(self, read_bytes: float, flops: float, mfu: float) -> float:
-        memory = read_bytes / (self.gpu.bandwidth_gb_s * 1e9 * BANDWIDTH_EFFICIENCY)
+        memory = read_bytes / (self.gpu.gemv_bandwidth_gb_s * 1e9)
         compute = flops / (self.gpu.bf16_tflops * 1e12 * mfu)
         return max(memory, compute)
 
     def _comm(self, tokens: int) -> float:
-        return self._allreduces(ALLREDUCES_PER_LAYER * self.num_layers, tokens)
+        return self._allreduces(TIMING.allreduces_per_layer * self.num_layers, tokens)
 
     def _allreduces(self, count: int, tokens: int) -> float:
         """Ring all-reduce of the hidden states: 2 (tp - 1) / tp of the bytes cross each link."""

@@ -1,0 +1,159 @@
+"""The session's bandwidth ceilings: the GPU probe (once, before the first real boot), each variant's model bytes,
+and each decode cell's ceiling, efficiency and diagnosis (roofline/ceiling.py; docs/roofline.md).
+
+Plain Python (no pytest). A cell gets a `DecodeCeiling`, or a sentence saying why it has none (a CPU run, a model
+without a config.json, a GPU the table does not know and the probe did not measure): never a silent gap.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_sglang_perf.config.settings import Settings
+from pytest_sglang_perf.gate.efficiency import efficiency_values
+from pytest_sglang_perf.measurement.metrics import EFFICIENCY
+from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.measurement.stats import Summary
+from pytest_sglang_perf.roofline.ceiling import Bandwidth, DecodeCeiling
+from pytest_sglang_perf.roofline.server_shape import decode_shape, draft_model_path, kv_dtype_bytes
+from pytest_sglang_perf.roofline.step_bytes import decode_step_bytes
+from pytest_sglang_perf.roofline.weights import WeightBytes, weights_from_config
+from pytest_sglang_perf.server.fingerprint import local_model_dir
+from pytest_sglang_perf.server.plan import flag_value
+from pytest_sglang_perf.server.target_gpus import TargetGpus
+from pytest_sglang_perf.sglang_facts.gpus import Gpu, GpuTableError, find_gpu
+from pytest_sglang_perf.variant_run import VariantRun
+
+if TYPE_CHECKING:
+    from pytest_sglang_perf.hardware.probe import ProbeReport
+
+NO_GPU = "no GPU: a run on the CPU has no memory-bandwidth ceiling"
+
+
+class SessionRoofline:
+    """What the session knows about the physical limit: the probe's report and each variant's model bytes."""
+
+    def __init__(self, settings: Settings, gpus: TargetGpus, *, simulate: bool, probe: bool = True) -> None:
+        self._settings = settings
+        self._gpus = gpus
+        self._simulate = simulate
+        self._probe_wanted = probe
+        self.probe: ProbeReport | None = None
+        """The probe's report, once it ran (a real run on a host with GPUs, before its first boot)."""
+        self._weights: dict[str, WeightBytes | str] = {}
+
+    def before_boot(self) -> None:
+        """Run the probe once, in a process of its own, before any server holds the GPUs' memory."""
+        if self.probe is not None or self._simulate or not self._probe_wanted or not self._gpus.names:
+            return
+        from pytest_sglang_perf.hardware.probe import probe_in_subprocess
+
+        self.probe = probe_in_subprocess()
+
+    def annotate(self, run: VariantRun, result: Result) -> Result:
+        """`result` with its decode ceiling, or the reason it has none; with `tolerance.bandwidth_efficiency` set,
+        its per-request share of the ceiling too (the optional gate, gate/efficiency.py)."""
+        ceiling = self.ceiling(run, result)
+        if EFFICIENCY not in self._settings.tolerances or not isinstance(ceiling, DecodeCeiling):
+            return replace(result, roofline=ceiling)
+        shares = efficiency_values(result.values["decode_throughput"], ceiling.tok_s)
+        return replace(result, roofline=ceiling, values={**result.values, EFFICIENCY: shares},
+                       summaries={**result.summaries, EFFICIENCY: Summary.of(shares)})
+
+    def ceiling(self, run: VariantRun, result: Result) -> DecodeCeiling | str | None:
+        """None for a cell without decode (no sample decoded two tokens)."""
+        decode = result.values.get("decode_throughput")
+        if not decode:
+            return None
+        bandwidth = self.bandwidth()
+        if isinstance(bandwidth, str):
+            return bandwidth
+        info = run.config.info if run.config is not None else {}
+        weights = self.weights(run, kv_dtype_bytes(info))
+        if isinstance(weights, str):
+            return weights
+        weights = self._with_draft_model(weights, info)
+        step = decode_step_bytes(weights, decode_shape(info, context_tokens=_mean_context(result)))
+        if step.total <= 0:
+            return f"no ceiling: the bytes a decode step reads came to 0 ({weights.source})"
+        accept = result.values.get("accept_length")
+        return DecodeCeiling(step=step, bandwidth=bandwidth,
+                             accept_length=statistics.median(accept) if accept else 1.0,
+                             measured_tok_s=statistics.median(decode), bytes_exact=weights.exact,
+                             bytes_source=weights.source)
+
+    def bandwidth(self) -> Bandwidth | str:
+        """The simulated GPU's, the probe's measurement of this host's GPU, else its datasheet figure."""
+        if not self._gpus.names:
+            return NO_GPU
+        name = self._gpus.names[0]
+        table = _table_gpu(name)
+        if self._simulate:
+            if table is None:
+                return f"no ceiling: the simulated GPU {name!r} is not in the GPU table"
+            return Bandwidth(table.read_bandwidth_gb_s, "simulated", table.name,
+                             f"{table.bandwidth_gb_s:.0f} GB/s datasheet x {table.read_efficiency:.2f} read efficiency")
+        measured = self.probe.bandwidth_for(name) if self.probe is not None else None
+        if measured is not None and measured.read_gb_s > 0:
+            return Bandwidth(measured.read_gb_s, "measured", name, measured.method)
+        if table is None:
+            why = self.probe.skipped if self.probe is not None and self.probe.skipped else "the probe did not run"
+            return (f"no ceiling: GPU {name!r} is not in the GPU table (sglang_facts/data/gpus.json) and its "
+                    f"bandwidth was not measured ({why})")
+        return Bandwidth(table.read_bandwidth_gb_s, "datasheet", table.name,
+                         f"{table.bandwidth_gb_s:.0f} GB/s datasheet x {table.read_efficiency:.2f} read efficiency")
+
+    def weights(self, run: VariantRun, kv_bytes: float | None) -> WeightBytes | str:
+        """The variant's model bytes (exact from a local checkpoint, else estimated from config.json), once."""
+        if run.name not in self._weights:
+            self._weights[run.name] = self._find_weights(run, kv_bytes)
+        return self._weights[run.name]
+
+    def _find_weights(self, run: VariantRun, kv_bytes: float | None) -> WeightBytes | str:
+        from pytest_sglang_perf.roofline.model_source import find_model_weights
+
+        if self._simulate and run.plan.model_config is not None:
+            return _config_weights(run.plan.model_config, kv_bytes)
+        model_path = flag_value(run.plan.command, "--model-path") or self._settings.model
+        local = local_model_dir(model_path, self._settings.root)
+        return find_model_weights(str(local) if local is not None else model_path, kv_dtype_bytes=kv_bytes)
+
+    def _with_draft_model(self, weights: WeightBytes, info: Mapping[str, Any]) -> WeightBytes:
+        """A separate draft model (EAGLE): its layers are what each draft forward reads (the LM head is counted as
+        the target's, which EAGLE drafts share)."""
+        from pytest_sglang_perf.roofline.model_source import find_model_weights
+
+        path = draft_model_path(info)
+        if path is None:
+            return weights
+        draft = find_model_weights(path)
+        if isinstance(draft, str):
+            return replace(weights, notes=(*weights.notes, f"draft model bytes unknown ({draft}): not counted"))
+        return replace(weights, draft_layer=draft.layers, notes=(*weights.notes, f"draft model: {draft.source}"))
+
+
+def _config_weights(config_file: Path, kv_bytes: float | None) -> WeightBytes | str:
+    try:
+        raw = json.loads(config_file.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        return f"no ceiling: cannot read {config_file} ({exc})"
+    return weights_from_config(raw, source=str(config_file), kv_dtype_bytes=kv_bytes)
+
+
+def _table_gpu(name: str) -> Gpu | None:
+    try:
+        return find_gpu(name)
+    except GpuTableError:
+        return None
+
+
+def _mean_context(result: Result) -> int:
+    """Tokens in the KV cache halfway through the decode: the prompt and half the completion (medians)."""
+    prompt = statistics.median(s.prompt_tokens for s in result.samples) if result.samples else 0
+    completion = statistics.median(s.completion_tokens for s in result.samples) if result.samples else 0
+    return int(prompt + completion / 2)
