@@ -30,6 +30,12 @@ class Live:
         if self.verbosity >= 1:
             self.say(message)
 
+    def note(self, message: str) -> None:
+        """A line the default verbosity shows (not -q), wrapped at 120 characters."""
+        if self.verbosity >= 0:
+            for line in wrap_lines([message], width=120 - _PREFIX):
+                self.say(line)
+
     def finding(self, message: str) -> None:
         """A line every verbosity shows (a pre-flight finding): wrapped at 120 characters, whole with -v."""
         for line in [message] if self.verbosity >= 1 else wrap_lines([message], width=120 - _PREFIX):

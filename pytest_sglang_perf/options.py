@@ -46,6 +46,8 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
      "tests' requests are re-measured on N-1 fresh boots), so the gate knows the boot-to-boot spread (default 1)"),
     ("strict-flags", "bool", "fail every test of a variant whose server did not run what it requested (a flag "
      "SGLang overrode, a default optimization it switched off); default: a warning"),
+    ("no-probe", "bool", "skip the GPU probe (a read-bandwidth measurement of ~2 s per GPU model, run once before the "
+     "first real boot): the bandwidth ceilings then use the GPU table's datasheet figures, labelled so"),
     ("heartbeat", "seconds", "while a server boots, say which step it is in after this many seconds without a line "
      f"(default {HEARTBEAT_SECONDS:g}; 0: never)"),
 )
@@ -184,4 +186,5 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         boots=_count(_raw(config, "boots")),
         verbosity=config.get_verbosity(),
         heartbeat=_seconds(_raw(config, "heartbeat")),
+        probe=not _raw(config, "no-probe"),
     )

@@ -2,12 +2,13 @@
 the ceiling was computed from underneath (docs/roofline.md).
 
     sglang-perf roofline: decode against the memory-bandwidth ceiling, batch 1 (SIMULATED)
-    tests/perf/test_prompts.py::test_red_black_tree [default]: 54.2 of 65.3 tok/s: decode at 83% of the bandwidth
-      ceiling: memory-bandwidth bound; graph or overlap flags can gain at most ~17% of the step (+20% tok/s)
-      (simulated 691 GB/s on NVIDIA RTX A6000; 31.62 GB per step: target 25.10, draft 6.44, KV 0.08, estimated;
-      accept length 3.00)
+    tests/perf/test_prompts.py::test_long_context_summary [default]: 53.5 of 64.1 tok/s: decode at 83% of the
+      bandwidth ceiling: memory-bandwidth bound; graph or overlap flags can gain at most ~17% of the step (+20% tok/s)
+      (simulated 660 GB/s on NVIDIA RTX A6000; 30.32 GB per step: target 25.10, draft 5.09, KV 0.13, estimated;
+        tokens per step 2.94)
 
-A variant whose cells have no ceiling says why once. Plain Python (no pytest).
+What the bytes assumed or could not count follows as `note:` lines. A variant whose cells have no ceiling says why
+once. Plain Python (no pytest).
 """
 
 from __future__ import annotations
@@ -63,7 +64,8 @@ def _cell_lines(test_id: str, result: Result, told: set[tuple[str, str]]) -> lis
         return wrap_lines([f"variant {result.variant}: {ceiling}"])
     assert isinstance(ceiling, DecodeCeiling)
     head = f"{test_id} [{result.variant}]: {ceiling.measured_tok_s:.1f} of {ceiling.tok_s:.1f} tok/s: "
-    return wrap_lines([head + ceiling.diagnosis(), f"  ({basis(ceiling)})"])
+    notes = [f"  note: {note}" for note in ceiling.notes]
+    return wrap_lines([head + ceiling.diagnosis(), f"  ({basis(ceiling)})", *notes])
 
 
 def basis(ceiling: DecodeCeiling) -> str:
@@ -74,4 +76,4 @@ def basis(ceiling: DecodeCeiling) -> str:
                             f"KV {step.kv / GB:.2f}"]
     bandwidth = ceiling.bandwidth
     return (f"{bandwidth.source} {bandwidth.gb_s:.0f} GB/s on {bandwidth.gpu}; {step.total / GB:.2f} GB per step: "
-            f"{', '.join(parts)}, {how}; accept length {ceiling.accept_length:.2f}")
+            f"{', '.join(parts)}, {how}; tokens per step {ceiling.accept_length:.2f}")

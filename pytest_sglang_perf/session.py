@@ -96,7 +96,8 @@ class PerfSession:
     @cached_property
     def roofline(self) -> SessionRoofline:
         """The GPU probe's report, the variants' model bytes and each decode cell's bandwidth ceiling."""
-        return SessionRoofline(self.settings, self._gpus, simulate=self.options.simulate)
+        return SessionRoofline(self.settings, self._gpus, simulate=self.options.simulate, probe=self.options.probe,
+                               say=self.live.note)
 
     @cached_property
     def environment(self) -> Environment:

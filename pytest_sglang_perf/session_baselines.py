@@ -20,6 +20,7 @@ from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.gate.ledger import Ledger
 from pytest_sglang_perf.gate.recording import RecordedRun, Recorder, build_entry, recorded_source
 from pytest_sglang_perf.gate.results_file import CellRecord
+from pytest_sglang_perf.measurement.metrics import EFFICIENCY
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.outputs.machine import Commit, git_commit
 
@@ -36,7 +37,8 @@ class SessionBaselines:
     @cached_property
     def judge(self) -> Judge:
         policy = GatePolicy(self._settings.gate.confidence, self._settings.gate.power)
-        return Judge(self._settings.baseline_dir, policy, self._settings.tolerance, self._defaults().get)
+        return Judge(self._settings.baseline_dir, policy, self._settings.tolerance, self._defaults().get,
+                     efficiency_gate=EFFICIENCY in self._settings.tolerances)
 
     @cached_property
     def commit(self) -> Commit:

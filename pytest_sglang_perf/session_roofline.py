@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import json
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,7 +20,12 @@ from pytest_sglang_perf.measurement.metrics import EFFICIENCY
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.roofline.ceiling import Bandwidth, DecodeCeiling
-from pytest_sglang_perf.roofline.server_shape import decode_shape, draft_model_path, kv_dtype_bytes
+from pytest_sglang_perf.roofline.server_shape import (
+    decode_shape,
+    draft_model_path,
+    kv_dtype_bytes,
+    speculative_algorithm,
+)
 from pytest_sglang_perf.roofline.step_bytes import decode_step_bytes
 from pytest_sglang_perf.roofline.weights import WeightBytes, weights_from_config
 from pytest_sglang_perf.server.fingerprint import local_model_dir
@@ -38,11 +43,13 @@ NO_GPU = "no GPU: a run on the CPU has no memory-bandwidth ceiling"
 class SessionRoofline:
     """What the session knows about the physical limit: the probe's report and each variant's model bytes."""
 
-    def __init__(self, settings: Settings, gpus: TargetGpus, *, simulate: bool, probe: bool = True) -> None:
+    def __init__(self, settings: Settings, gpus: TargetGpus, *, simulate: bool, probe: bool = True,
+                 say: Callable[[str], None] | None = None) -> None:
         self._settings = settings
         self._gpus = gpus
         self._simulate = simulate
         self._probe_wanted = probe
+        self._say = say or (lambda _: None)
         self.probe: ProbeReport | None = None
         """The probe's report, once it ran (a real run on a host with GPUs, before its first boot)."""
         self._weights: dict[str, WeightBytes | str] = {}
@@ -52,13 +59,20 @@ class SessionRoofline:
         if self.probe is not None or self._simulate or not self._probe_wanted or not self._gpus.names:
             return
         from pytest_sglang_perf.hardware.probe import probe_in_subprocess
+        from pytest_sglang_perf.roofline_views import probe_text
 
+        self._say("probing the GPUs before the first boot: their read bandwidth, for the decode ceilings "
+                  "(--sglang-no-probe skips it)")
         self.probe = probe_in_subprocess()
+        self._say(f"GPU probe: {probe_text(self.probe)}")
 
     def annotate(self, run: VariantRun, result: Result) -> Result:
         """`result` with its decode ceiling, or the reason it has none; with `tolerance.bandwidth_efficiency` set,
         its per-request share of the ceiling too (the optional gate, gate/efficiency.py)."""
-        ceiling = self.ceiling(run, result)
+        try:
+            ceiling = self.ceiling(run, result)
+        except Exception as exc:  # a diagnostic never fails a measurement: its failure is reported as the reason
+            ceiling = f"no ceiling: computing it failed ({type(exc).__name__}: {exc})"
         if EFFICIENCY not in self._settings.tolerances or not isinstance(ceiling, DecodeCeiling):
             return replace(result, roofline=ceiling)
         shares = efficiency_values(result.values["decode_throughput"], ceiling.tok_s)
@@ -73,7 +87,10 @@ class SessionRoofline:
         bandwidth = self.bandwidth()
         if isinstance(bandwidth, str):
             return bandwidth
-        info = run.config.info if run.config is not None else {}
+        if run.config is None or run.config.unavailable is not None:
+            return ("no ceiling: the server's /server_info could not be read, so its tp and speculative settings "
+                    "are unknown")
+        info = run.config.info
         weights = self.weights(run, kv_dtype_bytes(info))
         if isinstance(weights, str):
             return weights
@@ -81,11 +98,13 @@ class SessionRoofline:
         step = decode_step_bytes(weights, decode_shape(info, context_tokens=_mean_context(result)))
         if step.total <= 0:
             return f"no ceiling: the bytes a decode step reads came to 0 ({weights.source})"
-        accept = result.values.get("accept_length")
-        return DecodeCeiling(step=step, bandwidth=bandwidth,
-                             accept_length=statistics.median(accept) if accept else 1.0,
+        per_step = tokens_per_step(result, speculative=speculative_algorithm(info) is not None)
+        if per_step is None:
+            return ("no ceiling: the server decodes speculatively but reported no speculative statistics "
+                    "(spec_verify_ct), so the tokens per step are unknown")
+        return DecodeCeiling(step=step, bandwidth=bandwidth, accept_length=per_step,
                              measured_tok_s=statistics.median(decode), bytes_exact=weights.exact,
-                             bytes_source=weights.source)
+                             bytes_source=weights.source, notes=weights.notes)
 
     def bandwidth(self) -> Bandwidth | str:
         """The simulated GPU's, the probe's measurement of this host's GPU, else its datasheet figure."""
@@ -150,6 +169,17 @@ def _table_gpu(name: str) -> Gpu | None:
         return find_gpu(name)
     except GpuTableError:
         return None
+
+
+def tokens_per_step(result: Result, *, speculative: bool) -> float | None:
+    """Decode tokens per decode step (one speculative round), the median over the samples: (completion tokens - 1)
+    / spec_verify_ct, the first token being the prefill's (the `accept_length` metric, SGLang's own definition,
+    counts it); 1 without speculative decoding; None when a speculative server reported no verify counts."""
+    if not speculative:
+        return 1.0
+    found = [(s.completion_tokens - 1) / s.spec_verify_ct for s in result.samples
+             if s.spec_verify_ct and s.completion_tokens > 1]
+    return statistics.median(found) if found else None
 
 
 def _mean_context(result: Result) -> int:

@@ -38,5 +38,7 @@ class RunOptions:
     """`--sglang-plots DIR`: the session's plots (PNG; needs matplotlib)."""
     benchmark: bool = False
     """`--sglang-benchmark`: feed every cell to pytest-benchmark even when none of its outputs was asked for."""
+    probe: bool = True
+    """Run the GPU probe before the first real boot (`--sglang-no-probe`: datasheet bandwidths instead)."""
     log_root: Path | None = None
     """Where run folders of server logs go when no log_dir is set (pytest's cache dir); None: a temp dir."""

@@ -23,10 +23,10 @@ from pytest_sglang_perf.gate.compare import (
     check_metric,
     within_tolerance,
 )
-from pytest_sglang_perf.gate.efficiency import with_efficiency
+from pytest_sglang_perf.gate.efficiency import judged_efficiency, with_efficiency
 from pytest_sglang_perf.gate.identity import CellIdentity, differences
 from pytest_sglang_perf.gate.store import BaselineStore
-from pytest_sglang_perf.measurement.metrics import EFFICIENCY, metric
+from pytest_sglang_perf.measurement.metrics import metric
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_coverage, missing_coverage
 
@@ -56,8 +56,10 @@ class Comparable:
 
 class Judge:
     def __init__(self, directory: Path, policy: GatePolicy, tolerance: Callable[[str], float],
-                 default_of: Callable[[str], str | None]) -> None:
+                 default_of: Callable[[str], str | None], *, efficiency_gate: bool = False) -> None:
         self.directory = directory
+        self.efficiency_gate = efficiency_gate
+        """`tolerance.bandwidth_efficiency` is set: each cell's share of its bandwidth ceiling is gated too."""
         self.policy = policy
         self._tolerance = tolerance
         self._default_of = default_of
@@ -104,8 +106,11 @@ class Judge:
     def judge(self, test_id: str, result: Result, place: CellPlace) -> Cell:
         """The cell's checks against its comparable baseline (NEW checks without one)."""
         found = self.comparable(test_id, result.variant, place)
-        reference = None if found.entry is None else reference_values(found.entry, result)
+        reference = None if found.entry is None else reference_values(found.entry, gate=self.efficiency_gate)
         checks = check_all(result.values, reference, self._tolerances(result.values), self.policy)
+        if self.efficiency_gate:
+            checks = judged_efficiency(checks, None if found.entry is None else found.entry.roofline,
+                                       has_entry=found.entry is not None, current=result.roofline)
         return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale)
 
     def confirm(self, cell: Cell, again: Result, place: CellPlace) -> Cell:
@@ -119,7 +124,7 @@ class Judge:
         (a new baseline): once the samples could detect a change of the tolerance, whatever the old baseline."""
         def decided(result: Result) -> bool:
             entry = None if recording else self.comparable(test_id, result.variant, place).entry
-            reference = None if entry is None else reference_values(entry, result)
+            reference = None if entry is None else reference_values(entry, gate=self.efficiency_gate)
             return all(settled(name, values, None if reference is None else reference.get(name),
                                self._tolerance(name), self.policy)
                        for name, values in result.values.items() if name not in BOOT_METRICS)
@@ -130,11 +135,11 @@ class Judge:
         return {name: self._tolerance(name) for name in values}
 
 
-def reference_values(entry: BaselineEntry, result: Result) -> dict[str, BootValues]:
-    """The entry's values per boot, with its share of the bandwidth ceiling when the result measured one (the
-    optional gate, gate/efficiency.py)."""
+def reference_values(entry: BaselineEntry, *, gate: bool) -> dict[str, BootValues]:
+    """The entry's values per boot; with the optional gate on (gate/efficiency.py), its share of the bandwidth
+    ceiling it was recorded against too, so that a run without a ceiling shows the metric as not measured."""
     values = entry.boot_values()
-    return with_efficiency(values, entry.roofline) if EFFICIENCY in result.values else dict(values)
+    return with_efficiency(values, entry.roofline) if gate else dict(values)
 
 
 def settled(name: str, values: Sequence[float], reference: BootValues | None, tolerance: float,

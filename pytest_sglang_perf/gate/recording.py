@@ -16,6 +16,7 @@ from typing import Any
 
 from pytest_sglang_perf.gate.baseline import SOURCE_RECORDED, BaselineEntry, BootRecord
 from pytest_sglang_perf.gate.judge import CellPlace, Judge
+from pytest_sglang_perf.measurement.metrics import EFFICIENCY
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.roofline.ceiling import ceiling_record
@@ -113,6 +114,8 @@ def recorded_source(host: str | None, dirty: bool | None) -> dict[str, Any]:
 
 
 def summaries_over(results: Sequence[Result]) -> dict[str, Summary]:
-    """A summary per metric over every boot's values (a metric every boot has)."""
-    names = [name for name in results[0].values if all(name in r.values for r in results)]
+    """A summary per metric over every boot's values (a metric every boot has). Not the share of the bandwidth
+    ceiling: it is derived from the entry's samples and the ceiling the entry keeps (gate/efficiency.py), so that
+    every summary of an entry is one its samples define (baseline_tools/consistency.py)."""
+    names = [name for name in results[0].values if name != EFFICIENCY and all(name in r.values for r in results)]
     return {name: Summary.of([v for r in results for v in r.values[name]]) for name in names}

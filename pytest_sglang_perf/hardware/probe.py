@@ -8,9 +8,12 @@ torch, a crash or a timeout give a report whose `skipped` says why.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
+import os
 import shlex
+import signal
 import subprocess
 import sys
 import time
@@ -154,9 +157,8 @@ def probe_in_subprocess(*, python: str | None = None, timeout: float = 180.0, me
     command = [python or sys.executable, "-m", MODULE, "--json", *(() if measure else ("--no-measure",))]
     start = time.perf_counter()
     try:
-        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout, check=False,
-                              stdin=subprocess.DEVNULL)
-    except subprocess.TimeoutExpired as exc:  # subprocess.run has killed the child
+        done = _run_in_own_group(command, timeout)
+    except subprocess.TimeoutExpired as exc:  # the child's whole process group was killed
         return _failed(command, f"timed out after {timeout:g} s and was killed", exc.stderr, start)
     except OSError as exc:
         return _failed(command, f"could not start ({exc})", None, start)
@@ -167,6 +169,28 @@ def probe_in_subprocess(*, python: str | None = None, timeout: float = 180.0, me
     except ValueError as exc:
         return _failed(command, f"printed no report ({exc})", done.stderr, start)
     return replace(report, seconds=round(time.perf_counter() - start, 3))
+
+
+def _run_in_own_group(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """Run `command` in a process group of its own: on a timeout, a Ctrl-C or any error the whole group is killed
+    (a grandchild holding the output pipes cannot keep pytest waiting), then the error goes on."""
+    with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, start_new_session=True) as child:
+        try:
+            out, err = child.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(child.pid)
+            out, err = child.communicate()
+            raise subprocess.TimeoutExpired(command, timeout, out, err) from None
+        except BaseException:
+            _kill_group(child.pid)
+            raise
+    return subprocess.CompletedProcess(command, child.returncode, out, err)
+
+
+def _kill_group(pid: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, signal.SIGKILL)
 
 
 def _failed(command: list[str], what: str, stderr: str | bytes | None, start: float) -> ProbeReport:

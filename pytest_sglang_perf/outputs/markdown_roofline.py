@@ -27,6 +27,9 @@ def roofline_section(cells: Sequence[Mapping[str, Any]], *, simulated: bool) -> 
     missing = {(str(cell.get("variant")), str(record["unavailable"])) for cell, record in found
                if "unavailable" in record}
     lines += ["", *(f"- {code(variant)}: {text(why)}" for variant, why in sorted(missing))] if missing else []
+    notes = sorted({(str(cell.get("variant")), str(note)) for cell, record in found
+                    for note in record.get("notes") or ()})
+    lines += ["", *(f"- {code(variant)}: note: {text(note)}" for variant, note in notes)] if notes else []
     return lines
 
 

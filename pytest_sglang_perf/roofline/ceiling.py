@@ -56,12 +56,15 @@ class DecodeCeiling:
     step: StepBytes
     bandwidth: Bandwidth
     accept_length: float
-    """Tokens per decode step as measured (1.0 without speculative decoding)."""
+    """Decode tokens per decode step as measured: (completion tokens - 1) / verify steps, the median over the
+    requests (1.0 without speculative decoding)."""
     measured_tok_s: float
     """The cell's median decode throughput."""
     bytes_exact: bool
     """True: the weights were summed from the checkpoint's headers; False: estimated from config.json."""
     bytes_source: str
+    notes: tuple[str, ...] = ()
+    """What the bytes assumed or could not count (roofline/weight_bytes.py `WeightBytes.notes`), for the reports."""
 
     @property
     def step_seconds(self) -> float:
@@ -91,8 +94,10 @@ class DecodeCeiling:
             return (f"{head}: faster than the weights can be read, so the bytes per step "
                     f"({'exact' if self.bytes_exact else 'estimated'}, {self.bytes_source}) or the "
                     f"{self.bandwidth.source} bandwidth is wrong")
+        if share >= 1.0:
+            return f"{head}: at the ceiling; flags that trim overhead have nothing left to gain"
         if share >= BOUND:
-            rest = max(0.0, 1.0 - share)
+            rest = 1.0 - share
             return (f"{head}: memory-bandwidth bound; graph or overlap flags can gain at most ~{rest:.0%} of the "
                     f"step (+{1 / share - 1:.0%} tok/s)")
         if share < OVERHEAD_BOUND:
@@ -105,7 +110,7 @@ class DecodeCeiling:
             "efficiency": self.efficiency, "ceiling_tok_s": self.tok_s, "measured_tok_s": self.measured_tok_s,
             "accept_length": self.accept_length, "step_bytes": self.step.to_dict(),
             "bandwidth": self.bandwidth.to_dict(), "bytes_exact": self.bytes_exact,
-            "bytes_source": self.bytes_source, "diagnosis": self.diagnosis(),
+            "bytes_source": self.bytes_source, "notes": list(self.notes), "diagnosis": self.diagnosis(),
         }
 
 

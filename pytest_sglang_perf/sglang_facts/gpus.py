@@ -1,5 +1,5 @@
 """The GPU table (`sglang_facts/data/gpus.json`): name, memory, bandwidth, SM version, peaks of each known GPU, and
-the share of the datasheet bandwidth a read (a device-to-device copy) and a decode GEMV reach on it.
+the share of the datasheet bandwidth a read (the probe's sum over a large tensor) and a decode GEMV reach on it.
 
 `--sim-gpu NAME` picks an entry by its nvidia-smi name or an alias, case-insensitively. The table is plain JSON so
 that other code (e.g. a pre-flight check that needs a GPU's SM version) can read it without importing the simulator.
@@ -43,7 +43,8 @@ class Gpu:
     link_latency_us: float
     """Latency of one small all-reduce between two GPUs, microseconds."""
     read_efficiency: float
-    """Share of `bandwidth_gb_s` a read-bandwidth probe (a device-to-device copy) reaches."""
+    """Share of `bandwidth_gb_s` the plugin's read-bandwidth probe reaches (a sum over a large tensor,
+    hardware/bandwidth.py)."""
     gemv_efficiency: float
     """Share of `bandwidth_gb_s` the matrix-vector products of a batch-1 decode step reach."""
     aliases: tuple[str, ...] = ()

@@ -11,6 +11,8 @@ from typing import Any
 import pytest
 from perf_project import write_project
 
+from pytest_sglang_perf.baseline_tools.validate import validate_command
+
 TEST_FILE = """
 def test_tree(sglang_perf):
     sglang_perf.check(sglang_perf.measure("Write a red-black tree in Python."))
@@ -53,12 +55,13 @@ def test_the_seeds_decode_is_memory_bandwidth_bound_everywhere_it_is_reported(py
     doc: dict[str, Any] = json.loads((pytester.path / "results.json").read_text())
     [cell] = doc["cells"]
     record = cell["roofline"]
-    assert 0.78 <= record["efficiency"] <= 0.88, record  # the engineer's ~83% (docs/simulated-models.md, anchor A)
+    assert 0.74 <= record["efficiency"] <= 0.90, record  # the engineer's ~83% (docs/simulated-models.md, anchor A)
     assert record["bandwidth"]["source"] == "simulated" and record["bandwidth"]["gpu"] == "NVIDIA RTX A6000"
     assert record["bytes_exact"] is False and record["bytes_source"].endswith("Qwen--Qwen3.6-27B.json")
     step = record["step_bytes"]
     assert 25.0e9 < step["target"] < 25.2e9 and 5.0e9 < step["draft"] < 5.2e9  # per GPU: 27B / 2, 3 MTP drafts
-    assert record["accept_length"] == pytest.approx(cell["summaries"]["accept_length"]["median"])
+    decode_steps = [(s["completion_tokens"] - 1) / s["spec_verify_ct"] for s in cell["samples"]]
+    assert record["accept_length"] == pytest.approx(sorted(decode_steps)[1])  # the median of 3: prefill's token out
 
     words = _words(result)
     assert "sglang-perf roofline: decode against the memory-bandwidth ceiling, batch 1 (SIMULATED)" in words
@@ -115,8 +118,9 @@ def test_the_optional_efficiency_gate_fails_a_decode_that_drops_below_its_share(
     pytester.runpytest_subprocess("--sglang-simulate", "--sglang-update-baselines").assert_outcomes(passed=1)
     [baseline] = (pytester.path / "baselines").glob("*.json")
     entry = json.loads(baseline.read_text())["entries"]["test_perf.py::test_tree"]["default"]
-    assert entry["metrics"]["bandwidth_efficiency"]["median"] == pytest.approx(entry["roofline"]["efficiency"],
-                                                                              rel=0.05)
+    assert "bandwidth_efficiency" not in entry["metrics"]  # derived from the samples and the ceiling the entry keeps
+    assert entry["roofline"]["ceiling_tok_s"] > 0
+    assert validate_command([baseline], None) == 0  # every summary is one the samples define
 
     monkeypatch.setenv("SGLANG_SIM_SLOWDOWN", "0.5")
     slowed = pytester.runpytest_subprocess("--sglang-simulate", "--sglang-results", "slow.json")

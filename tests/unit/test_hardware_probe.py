@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
+import time
 import types
 from collections.abc import Callable
 from contextlib import contextmanager
@@ -271,6 +273,30 @@ def test_a_hanging_probe_process_is_killed(tmp_path: Path) -> None:
     assert not psutil.pid_exists(int(pid_file.read_text()))
 
 
+def test_a_grandchild_holding_the_output_cannot_keep_the_probe_waiting(tmp_path: Path) -> None:
+    """The child exits at once, but a process it left holds the output pipe open: the whole group is killed."""
+    pid_file = tmp_path / "pid"
+    start = time.monotonic()
+    report = probe_in_subprocess(python=fake_python(tmp_path, f"sleep 60 &\necho $! > {pid_file}\nexit 0"),
+                                 timeout=2)
+    assert time.monotonic() - start < 30
+    assert report.skipped is not None and "timed out after 2 s and was killed" in report.skipped
+    assert _gone(int(pid_file.read_text()))
+
+
+def _gone(pid: int, timeout: float = 10.0) -> bool:
+    """The process has exited (a zombie awaiting its new parent counts as gone)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.1)
+    return False
+
+
 def test_a_probe_process_that_prints_no_report(tmp_path: Path) -> None:
     report = probe_in_subprocess(python=fake_python(tmp_path, "echo hello"), timeout=60)
     assert report.skipped is not None and "printed no report (Expecting value" in report.skipped
@@ -282,6 +308,7 @@ def test_the_report_the_probe_process_prints_is_read_back(tmp_path: Path) -> Non
     assert report == ProbeReport(**{**full_report().__dict__, "seconds": report.seconds})
 
 
+@pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has GPUs: the probe measures them")
 def test_this_machine_no_gpu_gives_a_skipped_report_with_the_reason() -> None:
     report = probe_in_subprocess(timeout=120)
     assert report.gpus == () and report.bandwidth == ()
