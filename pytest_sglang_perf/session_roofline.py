@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_sglang_perf.config.settings import Settings
+from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.efficiency import efficiency_values
 from pytest_sglang_perf.measurement.metrics import EFFICIENCY
 from pytest_sglang_perf.measurement.result import Result
@@ -95,7 +96,11 @@ class SessionRoofline:
         if isinstance(weights, str):
             return weights
         weights = self._with_draft_model(weights, info)
-        step = decode_step_bytes(weights, decode_shape(info, context_tokens=_mean_context(result)))
+        try:
+            shape = decode_shape(info, context_tokens=_mean_context(result))
+        except ValueError as exc:  # e.g. an ep_size that does not divide tp_size
+            return f"no ceiling: the server's parallel layout is not one this plugin models ({exc})"
+        step = decode_step_bytes(weights, shape)
         if step.total <= 0:
             return f"no ceiling: the bytes a decode step reads came to 0 ({weights.source})"
         per_step = tokens_per_step(result, speculative=speculative_algorithm(info) is not None)
@@ -119,7 +124,8 @@ class SessionRoofline:
                              f"{table.bandwidth_gb_s:.0f} GB/s datasheet x {table.read_efficiency:.2f} read efficiency")
         measured = self.probe.bandwidth_for(name) if self.probe is not None else None
         if measured is not None and measured.read_gb_s > 0:
-            return Bandwidth(measured.read_gb_s, "measured", name, measured.method)
+            return Bandwidth(measured.read_gb_s, "measured", name, _measured_detail(self.probe, name,
+                                                                                   measured.method))
         if table is None:
             why = self.probe.skipped if self.probe is not None and self.probe.skipped else "the probe did not run"
             return (f"no ceiling: GPU {name!r} is not in the GPU table (sglang_facts/data/gpus.json) and its "
@@ -143,25 +149,40 @@ class SessionRoofline:
         return find_model_weights(str(local) if local is not None else model_path, kv_dtype_bytes=kv_bytes)
 
     def _with_draft_model(self, weights: WeightBytes, info: Mapping[str, Any]) -> WeightBytes:
-        """A separate draft model (EAGLE): its layers are what each draft forward reads (the LM head is counted as
-        the target's, which EAGLE drafts share)."""
-        from pytest_sglang_perf.roofline.model_source import find_model_weights
+        """A separate draft model (EAGLE, EAGLE3, STANDALONE, an old-style NEXTN checkpoint): what each of its
+        forwards reads (roofline/draft_weights.py); unknown, it is left out and said in the notes."""
+        from pytest_sglang_perf.roofline.model_source import find_draft_weights
 
         path = draft_model_path(info)
         if path is None:
             return weights
-        draft = find_model_weights(path)
+        local = local_model_dir(path, self._settings.root)
+        draft = find_draft_weights(str(local) if local is not None else path, weights)
         if isinstance(draft, str):
-            return replace(weights, notes=(*weights.notes, f"draft model bytes unknown ({draft}): not counted"))
-        return replace(weights, draft_layer=draft.layers, notes=(*weights.notes, f"draft model: {draft.source}"))
+            return replace(weights, notes=(*weights.notes, f"draft model bytes unknown ({draft}): its layers are not "
+                                                           "counted, only the target's LM head per draft forward"))
+        return draft
+
+
+def _measured_detail(probe: ProbeReport | None, name: str, method: str) -> str:
+    """How the bandwidth was measured and the GPU it was measured on (what a baseline entry keeps of the probe)."""
+    gpu = next((g for g in probe.gpus if g.name == name), None) if probe is not None else None
+    if gpu is None:
+        return method
+    facts = [f"SM {gpu.sm}", f"{gpu.memory_mib} MiB", *([f"driver {gpu.driver}"] if gpu.driver else []),
+             *([f"CUDA {gpu.cuda}"] if gpu.cuda else []),
+             *([f"max SM clock {gpu.sm_clock_mhz} MHz"] if gpu.sm_clock_mhz else []),
+             *([f"max memory clock {gpu.mem_clock_mhz} MHz"] if gpu.mem_clock_mhz else []),
+             *([f"power limit {gpu.power_limit_w:g} W"] if gpu.power_limit_w else [])]
+    return f"{method}; {', '.join(facts)}"
 
 
 def _config_weights(config_file: Path, kv_bytes: float | None) -> WeightBytes | str:
     try:
         raw = json.loads(config_file.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        return f"no ceiling: cannot read {config_file} ({exc})"
-    return weights_from_config(raw, source=str(config_file), kv_dtype_bytes=kv_bytes)
+        return weights_from_config(raw, source=str(config_file), kv_dtype_bytes=kv_bytes)
+    except (OSError, ValueError, SGLangPerfError) as exc:
+        return f"no ceiling: cannot count the bytes of {config_file} ({exc})"
 
 
 def _table_gpu(name: str) -> Gpu | None:

@@ -16,13 +16,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.roofline.config_weights import kv_cache_per_token, kv_notes
+from pytest_sglang_perf.roofline.config_fields import model_sizes
+from pytest_sglang_perf.roofline.kv_cache import kv_notes, kv_shape
+from pytest_sglang_perf.roofline.layer_plan import LayerPlan, layer_plan
 from pytest_sglang_perf.roofline.safetensors_format import CheckpointError, TensorInfo, read_header
 from pytest_sglang_perf.roofline.tensor_names import Part, place
 from pytest_sglang_perf.roofline.weight_bytes import WeightBytes
 from pytest_sglang_perf.roofline.weight_format import quantization_config, safetensors_label, weight_format
 from pytest_sglang_perf.sglang_facts.model_fields import MOE_TOPK_KEYS, first_given, language_config, read_model_config
-from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig, model_config_from_dict
+from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 
 INDEX_FILE = "model.safetensors.index.json"
 _GB = 1e9
@@ -49,7 +51,7 @@ class _Sums:
             self.unread[where.why] += info.nbytes
         elif where.part is Part.UNKNOWN:
             self.unknown.append(name)
-        elif where.part in (Part.LAYERS, Part.EXPERT) and len(info.shape) >= 2:
+        elif where.part in (Part.LAYERS, Part.ATTENTION, Part.EXPERT) and len(info.shape) >= 2:
             self.weight_dtypes[info.dtype] += info.nbytes
         if where.part is Part.EXPERT and where.layer is not None:
             self.expert_layers.add(where.layer)
@@ -57,6 +59,11 @@ class _Sums:
                 self.fused_experts = max(self.fused_experts, info.shape[0] if info.shape else 0)
             else:
                 self.expert_ids.add(where.expert)
+
+
+def has_checkpoint(folder: Path) -> bool:
+    """Whether `folder` holds a safetensors checkpoint (an index or `*.safetensors` files)."""
+    return (folder / INDEX_FILE).is_file() or any(folder.glob("*.safetensors"))
 
 
 def checkpoint_files(folder: Path) -> tuple[list[Path], dict[str, str]]:
@@ -99,10 +106,10 @@ def weights_from_checkpoint(folder: Path, raw_config: Mapping[str, Any] | None =
                             kv_dtype_bytes: float | None = None) -> WeightBytes:
     """The exact bytes of the checkpoint in `folder`, placed by tensor name; `raw_config` (default: the folder's
     config.json) gives the layer count, the experts per token and the KV cache. A tensor no rule places is counted
-    in `other` and named in `notes`."""
+    in `other` and named in `notes`. CheckpointError / ModelBytesError (config_fields.py) naming the file."""
     raw = raw_config if raw_config is not None else _folder_config(folder)
+    model = model_sizes(raw, str(folder / "config.json"))
     tensors, source = read_checkpoint(folder)
-    model = model_config_from_dict(str(folder), raw)
     sums = _Sums()
     for name, info in tensors.items():
         sums.add(name, info, model.num_layers)
@@ -115,15 +122,16 @@ def _weights(model: ModelConfig, raw: Mapping[str, Any], sums: _Sums, source: st
     num_experts = (model.num_experts if model.num_experts > 1 else len(sums.expert_ids) or sums.fused_experts)
     moe_layers = len(sums.expert_layers) if num_experts else 0
     top_k = min(model.experts_per_token, num_experts) if moe_layers else 0
-    draft_share = top_k / num_experts if moe_layers else 1.0
     lm_head, embedding = float(parts[Part.LM_HEAD]), float(parts[Part.EMBEDDING])
     if not lm_head:
         lm_head, embedding = embedding, 0.0
-    kv_per_token, kv_heads = kv_cache_per_token(model, language_config(raw), kv_dtype_bytes)
+    plan = layer_plan(model, language_config(raw))
+    kv = kv_shape(model, language_config(raw), plan, kv_dtype_bytes)
+    draft_share = _draft_expert_share(model, top_k, num_experts)
     other = (parts[Part.TOWER] + parts[Part.UNREAD] + parts[Part.UNKNOWN]
              + parts[Part.DRAFT_EXPERT] * (1 - draft_share))
     return WeightBytes(
-        layers=float(parts[Part.LAYERS] + (0 if moe_layers else parts[Part.EXPERT])),
+        layers=float(parts[Part.LAYERS] + parts[Part.ATTENTION] + (0 if moe_layers else parts[Part.EXPERT])),
         expert=parts[Part.EXPERT] / (moe_layers * num_experts) if moe_layers else 0.0,
         num_experts=num_experts if moe_layers else 0,
         experts_per_token=top_k,
@@ -132,13 +140,24 @@ def _weights(model: ModelConfig, raw: Mapping[str, Any], sums: _Sums, source: st
         embedding=embedding,
         draft_layer=parts[Part.DRAFT] + parts[Part.DRAFT_EXPERT] * draft_share,
         other=float(other),
-        kv_per_token=kv_per_token,
-        kv_heads=kv_heads,
+        kv_per_token=kv.per_token,
+        kv_heads=kv.heads,
         dtype=_dtype(model, raw, sums),
         exact=True,
         source=source,
-        notes=_notes(model, raw, sums, kv_dtype_bytes, tied=not parts[Part.LM_HEAD], moe=bool(moe_layers)),
+        notes=_notes(model, raw, sums, plan, kv_dtype_bytes, tied=not parts[Part.LM_HEAD], moe=bool(moe_layers)),
+        attention=float(parts[Part.ATTENTION]),
+        kv_per_token_sliding=kv.per_token_sliding,
+        sliding_window=kv.sliding_window,
     )
+
+
+def _draft_expert_share(model: ModelConfig, top_k: int, num_experts: int) -> float:
+    """The share of an MoE draft layer's experts one draft token reads: top-k of the experts config.json counts
+    (else of those the target's layers hold)."""
+    if model.num_experts > 1:
+        return min(model.experts_per_token, model.num_experts) / model.num_experts
+    return top_k / num_experts if top_k else 1.0
 
 
 def _dtype(model: ModelConfig, raw: Mapping[str, Any], sums: _Sums) -> str:
@@ -148,8 +167,8 @@ def _dtype(model: ModelConfig, raw: Mapping[str, Any], sums: _Sums) -> str:
     return weight_format(raw, model.dtype, model.dtype_bytes).label
 
 
-def _notes(model: ModelConfig, raw: Mapping[str, Any], sums: _Sums, kv_dtype_bytes: float | None, *,
-           tied: bool, moe: bool) -> tuple[str, ...]:
+def _notes(model: ModelConfig, raw: Mapping[str, Any], sums: _Sums, plan: LayerPlan, kv_dtype_bytes: float | None,
+           *, tied: bool, moe: bool) -> tuple[str, ...]:
     notes = ["summed from the checkpoint's safetensors headers"]
     if tied:
         notes.append("no lm_head tensor (tied embeddings): the embedding table is read as the LM head")
@@ -166,7 +185,7 @@ def _notes(model: ModelConfig, raw: Mapping[str, Any], sums: _Sums, kv_dtype_byt
         named = ", ".join(sums.unknown[:_NAMED_UNKNOWN]) + (", ..." if len(sums.unknown) > _NAMED_UNKNOWN else "")
         notes.append(f"{len(sums.unknown)} tensor(s) of unknown role ({named}): "
                      f"{sums.parts[Part.UNKNOWN] / _GB:.2f} GB counted as loaded, not read")
-    notes.extend(kv_notes(model, language_config(raw), kv_dtype_bytes))
+    notes.extend(kv_notes(model, language_config(raw), plan, kv_dtype_bytes))
     return tuple(notes)
 
 

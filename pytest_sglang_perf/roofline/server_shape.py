@@ -1,6 +1,7 @@
 """A decode step's shape as the server resolved it: read from `/server_info` (SGLang's resolved `ServerArgs`, see
-docs/sglang-0.5.23.md §5: `tp_size`, `pp_size`, `speculative_algorithm`, `speculative_num_steps`,
-`speculative_num_draft_tokens`, `speculative_draft_model_path`, `kv_cache_dtype`; `server_args.py`).
+docs/sglang-0.5.23.md §5: `tp_size`, `pp_size`, `attn_dp_size`, `ep_size`, `speculative_algorithm`,
+`speculative_num_steps`, `speculative_num_draft_tokens`, `speculative_draft_model_path`, `kv_cache_dtype`;
+`server_args.py`).
 
 With speculative decoding (EAGLE, EAGLE3, NEXTN, MTP aliases resolved to SGLang's upper-case names) one decode step
 is one round: `speculative_num_steps` draft forwards, then one verify forward over `speculative_num_draft_tokens`
@@ -40,7 +41,8 @@ def decode_shape(info: Mapping[str, Any], *, context_tokens: int, batch: int = 1
     return DecodeShape(tp=max(1, _int(info, "tp_size")), pp=max(1, _int(info, "pp_size")),
                        verify_tokens=max(1, verify),
                        draft_steps=0 if algorithm in DRAFT_MODEL_FREE else max(0, steps),
-                       context_tokens=max(0, context_tokens), batch=max(1, batch))
+                       context_tokens=max(0, context_tokens), batch=max(1, batch),
+                       attn_dp=max(1, _int(info, "attn_dp_size")), ep=max(1, _int(info, "ep_size")))
 
 
 def draft_model_path(info: Mapping[str, Any]) -> str | None:
@@ -55,3 +57,7 @@ def draft_model_path(info: Mapping[str, Any]) -> str | None:
 def _int(info: Mapping[str, Any], key: str) -> int:
     value = info.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) else 1 if key.endswith("_size") else 0
+
+
+# `attn_dp_size` (attention data parallelism: attention weights replicated in each group; SGLang 0.5.23 reports
+# `enable_dp_attention` only as attn_dp_size > 1, server_args.py) and `ep_size` (expert parallelism) are read too.

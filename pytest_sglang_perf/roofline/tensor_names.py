@@ -1,5 +1,6 @@
-"""Where a checkpoint tensor belongs in a decode step, from its name alone: a decoder layer, one routed expert, the LM
-head, the embedding table, the MTP / NEXTN draft layer, or something never read while decoding.
+"""Where a checkpoint tensor belongs in a decode step, from its name alone: a decoder layer (its token mixer apart:
+`self_attn.`, `linear_attn.`, `attention.`, `attn.`), one routed expert, the LM head, the embedding table, the MTP /
+NEXTN draft layer, or something never read while decoding.
 
 The names are Hugging Face checkpoints' own, as SGLang 0.5.23's weight loaders read them (sglang/srt/models/):
 `model.layers.N.` and `model.embed_tokens`, `lm_head` (llama.py, qwen2.py, qwen3.py); routed experts
@@ -22,7 +23,9 @@ from dataclasses import dataclass
 
 class Part(enum.Enum):
     LAYERS = "layers"
-    """Decoder layers except routed experts, and the final norm."""
+    """Decoder layers except their token mixers and routed experts; the final norm."""
+    ATTENTION = "attention"
+    """A decoder layer's token mixer: `self_attn.`, `linear_attn.`, `attention.`, `attn.` (part of the layers)."""
     EXPERT = "expert"
     LM_HEAD = "lm_head"
     EMBEDDING = "embedding"
@@ -57,6 +60,7 @@ _LAYER = re.compile(r"^(?:model\.|transformer\.)?(?:layers|h)\.(\d+)\.(.*)$")
 _MTP_LAYER = re.compile(r"^(?:model\.)?mtp\.layers\.(\d+)\.(.*)$")
 _EXPERT = re.compile(r"(?:^|\.)experts\.(\d+)\.")
 _FUSED_EXPERTS = re.compile(r"(?:^|\.)experts\.(?!\d)")
+_MIXER = re.compile(r"^(?:self_attn|linear_attn|attention|attn|self_attention)\.")
 _NEXTN_COPIES = {
     "embed_tokens.": "the NEXTN layer's copy of the embedding table (SGLang's draft shares the target's)",
     "shared_head.head.": "the NEXTN layer's copy of the LM head (SGLang's draft reads the target's LM head)",
@@ -88,7 +92,8 @@ def place(name: str, num_layers: int) -> Placement:
 
 def _layer(index: int, rest: str, num_layers: int) -> Placement:
     if index < num_layers:
-        return _expert_or(Part.LAYERS, Part.EXPERT, index, rest)
+        plain = Part.ATTENTION if _MIXER.match(rest) else Part.LAYERS
+        return _expert_or(plain, Part.EXPERT, index, rest)
     if index > num_layers:
         return Placement(Part.UNREAD, why="a second NEXTN layer (one draft forward runs the first)")
     for prefix, why in _NEXTN_COPIES.items():

@@ -10,6 +10,9 @@ from typing import Any
 _FLOATS = ("layers", "expert", "lm_head", "embedding", "draft_layer", "other", "kv_per_token")
 _INTS = ("num_experts", "experts_per_token", "moe_layers", "kv_heads")
 _STRINGS = ("dtype", "source")
+_OPTIONAL_FLOATS = ("attention", "kv_per_token_sliding")
+_OPTIONAL_INTS = ("sliding_window",)
+"""Fields added after the first records were written: a record without them reads them as their defaults."""
 
 
 @dataclass(frozen=True)
@@ -31,13 +34,15 @@ class WeightBytes:
     embedding: float
     """The embedding table when it is not the LM head: a forward gathers a few rows, so it is not counted as read."""
     draft_layer: float
-    """One MTP / NEXTN draft forward's own weights (its layer, input projection and norms; of an MoE draft layer the
-    experts one token reads); 0 without such a layer. The draft also reads the LM head, counted in `lm_head`."""
+    """One draft forward's own weights: an MTP / NEXTN layer (its layer, input projection and norms; of an MoE draft
+    layer the experts one token reads), an EAGLE draft's layers and input projection, a standalone draft model's
+    layers (its experts one token reads); 0 without a draft. Its LM head is `draft_lm_head`, else `lm_head`."""
     other: float
     """Loaded, never read while decoding: vision / audio towers, a NEXTN layer's copies of the embedding and LM head,
     the experts of an MoE draft layer one token does not read, tensors not placed (named in `notes`)."""
     kv_per_token: float
-    """K and V of one token: every full-attention layer, every KV head, at the KV cache's dtype."""
+    """K and V of one token: every full-attention layer, every KV head, at the KV cache's dtype (MLA: every layer's
+    latent)."""
     kv_heads: int
     """KV heads per layer (1 for MLA: its latent is not split by tensor parallelism)."""
     dtype: str
@@ -48,12 +53,23 @@ class WeightBytes:
     """The file(s) the numbers came from."""
     notes: tuple[str, ...] = ()
     """What was assumed or left out, in words a user reads."""
+    attention: float = 0.0
+    """The part of `layers` that is the layers' token mixers (attention, linear attention): attention data
+    parallelism replicates it in every attention group. 0 in a record written before the field existed."""
+    draft_lm_head: float | None = None
+    """The LM head one draft forward reads when the draft has its own (an EAGLE3 draft with `draft_vocab_size`, a
+    standalone draft model); None: the draft reads the target's, `lm_head`."""
+    kv_per_token_sliding: float = 0.0
+    """K and V of one token in every sliding-window attention layer (they read at most `sliding_window` tokens)."""
+    sliding_window: int = 0
+    """Tokens a sliding-window layer attends to (config.json's `sliding_window`); 0 without such layers."""
 
     @property
     def total(self) -> float:
-        """Everything loaded: the checkpoint's size."""
+        """Everything loaded: the checkpoint's size (and a separate draft model's)."""
         experts = self.expert * self.num_experts * self.moe_layers
-        return self.layers + experts + self.lm_head + self.embedding + self.draft_layer + self.other
+        own_head = self.draft_lm_head or 0.0
+        return self.layers + experts + self.lm_head + self.embedding + self.draft_layer + own_head + self.other
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-able; `total` is added for readers and ignored by from_dict."""
@@ -70,6 +86,14 @@ class WeightBytes:
         for name in _STRINGS:
             values[name] = _field(raw, name, (str,))
         values["exact"] = _field(raw, "exact", (bool,))
+        for name in _OPTIONAL_FLOATS:
+            if raw.get(name) is not None:
+                values[name] = float(_field(raw, name, (int, float)))
+        for name in _OPTIONAL_INTS:
+            if raw.get(name) is not None:
+                values[name] = _field(raw, name, (int,))
+        if raw.get("draft_lm_head") is not None:
+            values["draft_lm_head"] = float(_field(raw, "draft_lm_head", (int, float)))
         notes = _field(raw, "notes", (list,)) if "notes" in raw else []
         if not all(isinstance(note, str) for note in notes):
             raise ValueError("WeightBytes field 'notes' must be a list of strings")

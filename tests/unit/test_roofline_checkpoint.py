@@ -23,7 +23,7 @@ from pytest_sglang_perf.roofline.tensor_names import Part, Placement, place
 from pytest_sglang_perf.roofline.weights import WeightBytes, weights_from_checkpoint, weights_from_config
 
 GB = 1e9
-FIELDS = ("layers", "expert", "lm_head", "embedding", "draft_layer", "total", "kv_per_token")
+FIELDS = ("layers", "attention", "expert", "lm_head", "embedding", "draft_layer", "total", "kv_per_token")
 
 
 @pytest.fixture(scope="module")
@@ -175,12 +175,14 @@ def test_no_lm_head_tensor_means_tied_embeddings(tmp_path: Path) -> None:
                                                                   "the first)")),
     ("mtp.fc.weight", Placement(Part.DRAFT)),
     ("mtp.layers.0.mlp.experts.gate_up_proj", Placement(Part.DRAFT_EXPERT, 0)),
-    ("model.language_model.layers.5.linear_attn.in_proj_qkv.weight", Placement(Part.LAYERS, 5)),
+    ("model.language_model.layers.5.linear_attn.in_proj_qkv.weight", Placement(Part.ATTENTION, 5)),
+    ("model.layers.5.self_attn.kv_b_proj.weight", Placement(Part.ATTENTION, 5)),
+    ("model.layers.5.input_layernorm.weight", Placement(Part.LAYERS, 5)),
     ("language_model.model.embed_tokens.weight", Placement(Part.EMBEDDING)),
     ("language_model.lm_head.weight", Placement(Part.LM_HEAD)),
     ("model.visual.blocks.0.attn.qkv.weight", Placement(Part.TOWER)),
     ("vision_tower.encoder.layers.0.mlp.fc1.weight", Placement(Part.TOWER)),
-    ("transformer.h.0.attn.c_attn.weight", Placement(Part.LAYERS, 0)),
+    ("transformer.h.0.attn.c_attn.weight", Placement(Part.ATTENTION, 0)),
     ("transformer.wte.weight", Placement(Part.EMBEDDING)),
     ("model.norm.weight", Placement(Part.LAYERS)),
     ("speech_adapter.proj.weight", Placement(Part.UNKNOWN)),
@@ -337,3 +339,25 @@ def test_the_hugging_face_cache_is_found_as_huggingface_hub_finds_it(environ: di
 def test_the_default_hugging_face_cache() -> None:
     assert hub_cache_dir({}) == Path.home() / ".cache" / "huggingface" / "hub"
 
+
+
+def test_a_config_with_a_wrong_typed_field_gives_a_reason_naming_it(tmp_path: Path) -> None:
+    raw = {**shipped(LLAMA), "num_hidden_layers": 1}
+    write_checkpoint(tmp_path, raw)
+    (tmp_path / "config.json").write_text(json.dumps({**raw, "head_dim": [128]}), encoding="utf-8")
+    reason = find_model_weights(str(tmp_path))
+    assert isinstance(reason, str)
+    assert reason.startswith(f"{tmp_path / 'config.json'}: field 'head_dim' must be a whole number, 0 or more, not "
+                             "[128]; correct it in config.json")
+    (tmp_path / "model.safetensors").unlink()
+    assert find_model_weights(str(tmp_path)) == reason
+
+
+def test_a_checkpoint_with_sliding_window_layers(tmp_path: Path) -> None:
+    raw = {**shipped(LLAMA), "num_hidden_layers": 4, "sliding_window": 4096,
+           "layer_types": ["sliding_attention", "sliding_attention", "sliding_attention", "full_attention"]}
+    write_checkpoint(tmp_path, raw)
+    weights = weights_from_checkpoint(tmp_path)
+    assert (weights.kv_per_token, weights.kv_per_token_sliding, weights.sliding_window) == (
+        4096, 3 * 4096, 4096)
+    assert weights.attention == 4 * 4096 * (4096 + 1024 + 1024 + 4096) * 2

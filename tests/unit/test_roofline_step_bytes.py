@@ -7,9 +7,15 @@ import dataclasses
 import re
 
 import pytest
-from test_roofline_weights import DEEPSEEK_V3, LLAMA, QWEN_MOE, QWEN_MTP, QWEN_VL, estimate
+from test_roofline_weights import DEEPSEEK_V3, GPT_OSS, LLAMA, QWEN_MOE, QWEN_MTP, QWEN_VL, estimate
 
-from pytest_sglang_perf.roofline.step_bytes import DecodeShape, StepBytes, decode_step_bytes, expected_experts
+from pytest_sglang_perf.roofline.step_bytes import (
+    DecodeShape,
+    StepBytes,
+    busiest_group_experts,
+    decode_step_bytes,
+    expected_experts,
+)
 from pytest_sglang_perf.roofline.weights import weights_from_config
 
 GB = 1e9
@@ -105,3 +111,68 @@ def test_a_bad_shape_names_its_field(field: str, value: int, message: str) -> No
 
 def test_step_bytes_total() -> None:
     assert StepBytes(target=1.0, draft=2.0, kv=3.5).total == 6.5
+
+
+def test_a_sliding_window_layer_reads_at_most_its_window() -> None:
+    weights = weights_from_config(GPT_OSS, source="gpt-oss")
+    short, long = (decode_step_bytes(weights, DecodeShape(context_tokens=tokens)).kv for tokens in (100, 10_000))
+    assert short == 100 * (weights.kv_per_token + weights.kv_per_token_sliding)
+    assert long == 10_000 * weights.kv_per_token + 128 * weights.kv_per_token_sliding
+
+
+def test_attention_data_parallelism_replicates_attention_weights_and_kv_heads() -> None:
+    """tp 8 in 4 attention-DP groups of 2 GPUs: a GPU reads half the attention weights and half the KV heads of its
+    group's request; the MLPs and the LM head stay split over all 8."""
+    weights = estimate(LLAMA)
+    plain = decode_step_bytes(weights, DecodeShape(tp=8, context_tokens=1000))
+    dp = decode_step_bytes(weights, DecodeShape(tp=8, attn_dp=4, context_tokens=1000))
+    assert dp.target - plain.target == pytest.approx(weights.attention / 2 - weights.attention / 8)
+    assert (plain.kv, dp.kv) == (1000 * weights.kv_per_token / 8, 1000 * weights.kv_per_token / 2)
+    batch = decode_step_bytes(weights, DecodeShape(tp=8, attn_dp=4, batch=6, context_tokens=1000))
+    assert batch.kv == 2 * dp.kv  # 6 requests over 4 groups: the busiest holds 2
+
+
+def test_mla_under_attention_data_parallelism() -> None:
+    """DeepSeek-V3 at tp 8 with 8 attention-DP groups: each GPU reads all its requests' MLA attention weights."""
+    weights = weights_from_config(DEEPSEEK_V3, source="deepseek")
+    step = decode_step_bytes(weights, DecodeShape(tp=8, attn_dp=8, context_tokens=1000))
+    mla = 7168 * 1536 + 1536 * 128 * 192 + 7168 * (512 + 64) + 512 * 128 * (128 + 128) + 128 * 128 * 7168
+    assert weights.attention == 61 * mla * 2
+    assert step.target == pytest.approx(weights.attention + (weights.layers - weights.attention + 58 * 8
+                                                             * weights.expert + weights.lm_head) / 8)
+    assert step.kv == 1000 * 61 * 576 * 2
+
+
+def test_expert_parallelism_waits_for_the_busiest_group() -> None:
+    """Qwen3-30B-A3B at tp 4: with ep 4 each group holds 32 whole experts; one token's 8 land unevenly, and the
+    step waits for the group with the most."""
+    weights = estimate(QWEN_MOE)
+    tp_only = decode_step_bytes(weights, DecodeShape(tp=4))
+    with_ep = decode_step_bytes(weights, DecodeShape(tp=4, ep=4))
+    busiest = busiest_group_experts(128, 8, 1, 4)
+    assert 2 < busiest < 8
+    assert with_ep.target - tp_only.target == pytest.approx(48 * weights.expert * (busiest * 4 - 8) / 4)
+    assert decode_step_bytes(weights, DecodeShape(tp=4, ep=4, verify_tokens=1000)).target == pytest.approx(
+        decode_step_bytes(weights, DecodeShape(tp=4, verify_tokens=1000)).target)
+
+
+@pytest.mark.parametrize(("experts", "top_k", "tokens", "groups", "busiest"), [
+    (4, 1, 1, 2, (1 - 0.5625**2) + (1 - 0.9375**2)),  # 2 experts a group, each touched with chance 1/4
+    (128, 8, 1, 1, 8.0),
+    (16, 2, 1, 16, 1 - (1 - 2 / 16) ** 16),  # one expert a group: the chance any is touched
+    (0, 0, 1, 4, 0.0),
+])
+def test_busiest_group_experts(experts: int, top_k: int, tokens: int, groups: int, busiest: float) -> None:
+    assert busiest_group_experts(experts, top_k, tokens, groups) == pytest.approx(busiest)
+
+
+def test_a_draft_with_its_own_lm_head_reads_it() -> None:
+    weights = dataclasses.replace(estimate(LLAMA), draft_layer=1e9, draft_lm_head=0.25e9)
+    assert decode_step_bytes(weights, DecodeShape(tp=2, draft_steps=3)).draft == 3 * 1.25e9 / 2
+
+
+@pytest.mark.parametrize(("field", "message"), [
+    ("attn_dp", "DecodeShape.attn_dp (3) must divide tp (8)"), ("ep", "DecodeShape.ep (3) must divide tp (8)")])
+def test_data_and_expert_parallel_groups_divide_tp(field: str, message: str) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        DecodeShape(tp=8, **{field: 3})

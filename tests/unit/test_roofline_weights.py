@@ -4,13 +4,15 @@ MTP layer), quantized and DeepSeek-shaped configs, and the record's JSON form.""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from typing import Any
 
 import pytest
 
-from pytest_sglang_perf.roofline.weight_format import weight_format
+from pytest_sglang_perf.roofline.config_fields import ModelBytesError
+from pytest_sglang_perf.roofline.weight_format import is_skipped, weight_format
 from pytest_sglang_perf.roofline.weights import WeightBytes, weights_from_config
 from pytest_sglang_perf.sglang_facts.known_models import shipped_config
 from pytest_sglang_perf.sglang_facts.model_sizes import load_model_config
@@ -147,11 +149,13 @@ def test_deepseek_v3_gives_its_published_parameter_counts() -> None:
     assert weights.kv_per_token == 61 * (512 + 64) * 2
 
 
-def test_an_fp8_config_halves_the_linear_layers() -> None:
+def test_an_fp8_config_halves_the_linear_layers_but_not_the_routers() -> None:
+    """SGLang builds MoE routers unquantized (quant_config=None): they stay at the model dtype."""
     bf16 = weights_from_config(DEEPSEEK_V3, source="bf16")
     fp8 = weights_from_config({**DEEPSEEK_V3, "quantization_config": FP8_BLOCK}, source="fp8")
+    routers = 58 * 256 * 7168 * 2
     assert fp8.dtype == "fp8_e4m3"
-    assert fp8.layers == pytest.approx(bf16.layers / 2 * (1 + 4 / 128**2))
+    assert fp8.layers == pytest.approx((bf16.layers - routers) / 2 * (1 + 4 / 128**2) + routers)
     assert fp8.expert == pytest.approx(bf16.expert / 2 * (1 + 4 / 128**2))
     assert fp8.lm_head == bf16.lm_head
     assert any("quantization 'fp8'" in note for note in fp8.notes)
@@ -217,3 +221,154 @@ def test_a_record_without_a_field_names_it() -> None:
     del document["source"]
     with pytest.raises(ValueError, match=r"^WeightBytes field 'source' is missing$"):
         WeightBytes.from_dict(document)
+
+
+LLAMA4_MAVERICK = {
+    # Llama-4-Maverick-17B-128E's text_config sizes (huggingface.co/meta-llama); Meta: 400B parameters, 17B active.
+    "architectures": ["Llama4ForCausalLM"], "model_type": "llama4_text", "torch_dtype": "bfloat16",
+    "hidden_size": 5120, "intermediate_size": 8192, "intermediate_size_mlp": 16384, "num_hidden_layers": 48,
+    "num_attention_heads": 40, "num_key_value_heads": 8, "head_dim": 128, "num_local_experts": 128,
+    "num_experts_per_tok": 1, "interleave_moe_layer_step": 2, "vocab_size": 202048, "tie_word_embeddings": False,
+}
+GPT_OSS = {
+    # gpt-oss-120b's config.json sizes (huggingface.co/openai/gpt-oss-120b): alternating 128-token sliding-window and
+    # full attention, MXFP4 experts.
+    "architectures": ["GptOssForCausalLM"], "model_type": "gpt_oss", "torch_dtype": "bfloat16", "hidden_size": 2880,
+    "intermediate_size": 2880, "num_hidden_layers": 36, "num_attention_heads": 64, "num_key_value_heads": 8,
+    "head_dim": 64, "num_local_experts": 128, "num_experts_per_tok": 4, "vocab_size": 201088, "sliding_window": 128,
+    "layer_types": ["sliding_attention", "full_attention"] * 18, "tie_word_embeddings": False,
+    "quantization_config": {"quant_method": "mxfp4", "modules_to_not_convert": [
+        "model.layers.*.self_attn", "model.layers.*.mlp.router", "model.embed_tokens", "lm_head"]},
+}
+
+
+def test_llama_4_maverick_interleaves_its_moe_layers() -> None:
+    """interleave_moe_layer_step 2: every second layer holds the 128 experts and a shared one, the others a dense
+    MLP of intermediate_size_mlp (llama4.py): 400B parameters, 17B active with the embedding."""
+    weights = weights_from_config(LLAMA4_MAVERICK, source="maverick")
+    assert weights.moe_layers == 24
+    assert weights.total / 2 / GB == pytest.approx(400, rel=0.005)
+    assert (read_per_token(weights) + weights.embedding) / 2 / GB == pytest.approx(17, rel=0.02)
+    assert any("routed experts in 24 of 48 layers, the others dense" in note for note in weights.notes)
+
+
+@pytest.mark.parametrize(("model_type", "moe_layers"), [("qwen3_moe", 48), ("xllm", 46)])
+def test_mlp_only_layers_count_where_sglang_reads_them(model_type: str, moe_layers: int) -> None:
+    """SGLang's Qwen MoE models make every layer sparse and read neither mlp_only_layers nor decoder_sparse_step;
+    other models (xllm.py) do."""
+    raw = {**shipped(QWEN_MOE), "model_type": model_type, "mlp_only_layers": [0, 1]}
+    assert weights_from_config(raw, source=model_type).moe_layers == moe_layers
+
+
+def test_deepseek_style_dense_layers_come_first() -> None:
+    raw = {**shipped(QWEN_MOE), "model_type": "deepseek_v3", "first_k_dense_replace": 3, "moe_layer_freq": 2}
+    assert weights_from_config(raw, source="dense first").moe_layers == len(range(4, 48, 2))
+
+
+def test_mxfp4_quantizes_only_the_experts() -> None:
+    """mxfp4.py quantizes the FusedMoE experts; attention, routers, embedding and LM head load at bf16."""
+    weights = weights_from_config(GPT_OSS, source="gpt-oss")
+    hidden, q, kv = 2880, 64 * 64, 8 * 64
+    attention = hidden * (2 * q + 2 * kv)
+    assert weights.attention == 36 * attention * 2
+    assert weights.layers == weights.attention + 36 * 128 * hidden * 2
+    assert weights.expert == pytest.approx(3 * hidden * 2880 * (0.5 + 1 / 32))
+    assert weights.dtype == "mxfp4"
+    assert any("routed experts at 0.531 bytes per weight" in note for note in weights.notes)
+
+
+def test_sliding_window_layers_are_attention_with_a_bounded_kv_cache() -> None:
+    weights = weights_from_config(GPT_OSS, source="gpt-oss")
+    per_layer = 2 * 8 * 64 * 2
+    assert (weights.kv_per_token, weights.kv_per_token_sliding, weights.sliding_window) == (
+        18 * per_layer, 18 * per_layer, 128)
+    assert "sliding-window attention: 18 of 36 layers read the KV cache of at most their last 128 tokens" in (
+        weights.notes)
+    assert not any("linear-attention" in note or "hybrid attention" in note for note in weights.notes)
+
+
+def test_sliding_layers_without_a_window_count_as_full_attention() -> None:
+    raw = {**GPT_OSS, "sliding_window": None}
+    weights = weights_from_config(raw, source="no window")
+    assert (weights.kv_per_token, weights.kv_per_token_sliding) == (36 * 2 * 8 * 64 * 2, 0)
+    assert any("18 sliding-window layer(s) counted as full attention" in note for note in weights.notes)
+
+
+@pytest.mark.parametrize(("quant", "unquantized"), [
+    ({"quant_method": "fp8", "modules_to_not_convert": ["layers.0.self_attn"]}, {0}),
+    ({"quant_method": "fp8", "ignored_layers": ["model.layers.1.self_attn.q_proj", "model.layers.1.self_attn.k_proj",
+                                                 "model.layers.1.self_attn.v_proj", "model.layers.1.self_attn.o_proj"]},
+     {1}),
+    ({"quant_method": "awq", "bits": 4, "group_size": 128, "modules_to_not_convert": ["self_attn"]}, {0, 1, 2, 3}),
+    ({"quant_method": "compressed-tensors", "ignore": ["lm_head", "re:model[.]layers[.][23][.]self_attn.*"],
+      "config_groups": {"g": {"weights": {"num_bits": 8, "type": "float"}}}}, {2, 3}),
+    ({"quant_method": "modelopt", "quant_algo": "FP8", "ignore": ["model.layers.3.self_attn*"]}, {3}),
+])
+def test_modules_left_unquantized_count_at_the_model_dtype(quant: dict[str, Any], unquantized: set[int]) -> None:
+    raw = {**shipped(LLAMA), "num_hidden_layers": 4}
+    plain = weights_from_config(raw, source="bf16")
+    quantized = weights_from_config({**raw, "quantization_config": quant}, source="quantized")
+    per_weight = weight_format({"quantization_config": quant}, "bfloat16", 2).linear_bytes
+    attention = plain.attention / 4
+    expected = len(unquantized) * attention + (4 - len(unquantized)) * attention / 2 * per_weight
+    assert quantized.attention == pytest.approx(expected)
+    assert quantized.layers - quantized.attention == pytest.approx((plain.layers - plain.attention) / 2 * per_weight)
+    assert any("the modules its config leaves unquantized" in note for note in quantized.notes)
+
+
+@pytest.mark.parametrize(("matcher", "entry", "module", "skipped"), [
+    ("substring", "mlp.gate", "model.layers.0.mlp.gate_proj", True),
+    ("path", "mlp.gate", "model.layers.0.mlp.gate_proj", False),
+    ("path", "mlp.gate", "model.layers.0.mlp.gate", True),
+    ("path", "layers.0", "model.layers.0.self_attn.q_proj", True),
+    ("path", "model.layers.1", "model.layers.10.self_attn.q_proj", False),
+    ("suffix_or_regex", "self_attn.o_proj", "model.layers.0.self_attn.o_proj", True),
+    ("suffix_or_regex", "model.layers.0", "model.layers.0.self_attn.o_proj", False),
+    ("suffix_or_regex", "re:.*o_proj$", "model.layers.0.self_attn.o_proj", True),
+    ("glob", "model.layers.*.self_attn", "model.layers.7.self_attn", True),
+    ("glob", "mtp*", "model.mtp_block.fc", True),
+    ("glob", "lm_head", "model.layers.0.mlp.down_proj", False),
+    ("component", "mlp", "model.layers.0.mlp.down_proj", True),
+    ("component", "model.layers.0", "model.layers.0.mlp.down_proj", True),
+    ("component", "layers.0", "model.layers.0.mlp.down_proj", False),
+])
+def test_unquantized_modules_match_as_sglang_matches_them(matcher: str, entry: str, module: str,
+                                                          skipped: bool) -> None:
+    assert is_skipped(matcher, module, [entry]) is skipped
+
+
+@pytest.mark.parametrize(("change", "field", "shown"), [
+    ({"num_key_value_heads": "eight"}, "num_key_value_heads", '"eight"'),
+    ({"head_dim": [128]}, "head_dim", "[128]"),
+    ({"vision_config": "big"}, "vision_config", '"big"'),
+    ({"vision_config": {"depth": 32, "hidden_size": "wide"}}, "vision_config.hidden_size", '"wide"'),
+    ({"text_config": {"num_attention_heads": 0}}, "text_config.num_attention_heads", "0"),
+    ({"layer_types": "sliding_attention"}, "layer_types", '"sliding_attention"'),
+    ({"mlp_only_layers": ["0"]}, "mlp_only_layers", '["0"]'),
+    ({"tie_word_embeddings": "false"}, "tie_word_embeddings", '"false"'),
+    ({"quantization_config": {"quant_method": "awq", "bits": "four"}}, "quantization_config.bits", '"four"'),
+    ({"quantization_config": {"quant_method": "fp8", "ignored_layers": "lm_head"}},
+     "quantization_config.ignored_layers", '"lm_head"'),
+])
+def test_a_wrong_typed_field_is_named_not_raised_deep_inside(change: dict[str, Any], field: str, shown: str) -> None:
+    with pytest.raises(ModelBytesError, match=f"^{re.escape(f'/m/config.json: field {field!r} must be')} .*, not "
+                                              f"{re.escape(shown)}; correct it in config.json"):
+        weights_from_config({**shipped(LLAMA), **change}, source="/m/config.json")
+
+
+def test_a_record_written_before_the_newer_fields_reads_their_defaults() -> None:
+    document = estimate(LLAMA).to_dict()
+    for key in ("attention", "draft_lm_head", "kv_per_token_sliding", "sliding_window"):
+        del document[key]
+    old = WeightBytes.from_dict(document)
+    assert (old.attention, old.draft_lm_head, old.kv_per_token_sliding, old.sliding_window) == (0.0, None, 0.0, 0)
+    assert old == dataclasses.replace(estimate(LLAMA), attention=0.0)
+
+
+def test_a_record_with_a_draft_lm_head_round_trips() -> None:
+    weights = dataclasses.replace(estimate(LLAMA), draft_layer=1e9, draft_lm_head=2.5e8)
+    document = json.loads(json.dumps(weights.to_dict()))
+    assert document["total"] == estimate(LLAMA).total + 1.25e9
+    assert WeightBytes.from_dict(document) == weights
+    with pytest.raises(ValueError, match=r"^WeightBytes field 'draft_lm_head' must be int or float, not 'big'$"):
+        WeightBytes.from_dict({**document, "draft_lm_head": "big"})

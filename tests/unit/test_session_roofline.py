@@ -10,6 +10,7 @@ import pytest
 
 from pytest_sglang_perf.config.settings import Settings, Variant
 from pytest_sglang_perf.hardware.bandwidth import BandwidthMeasurement
+from pytest_sglang_perf.hardware.facts import GpuFacts
 from pytest_sglang_perf.hardware.probe import ProbeReport
 from pytest_sglang_perf.measurement.metrics import EFFICIENCY
 from pytest_sglang_perf.measurement.result import RequestParams, Result
@@ -57,13 +58,16 @@ def _session(tmp_path: Path, gpus: TargetGpus = H200, *, simulate: bool = False,
 
 def _measured(gb_s: float) -> ProbeReport:
     bandwidth = BandwidthMeasurement("NVIDIA H200", gb_s, gb_s, 1 << 30, 20, "sum of 1 GiB, best of 20")
-    return ProbeReport((), (bandwidth,), "torch 2.11", None, 4.0)
+    gpu = GpuFacts(0, "NVIDIA H200", "9.0", 143155, "580.159.04", "13.0", 1980, 3201, 700.0)
+    return ProbeReport((gpu,), (bandwidth,), "torch 2.11", None, 4.0)
 
 
 def test_the_probes_measurement_comes_first(tmp_path: Path) -> None:
     ceiling = _session(tmp_path, probe=_measured(4200.0)).ceiling(_run(LLAMA, {"tp_size": 1}), _result((150.0,)))
     assert isinstance(ceiling, DecodeCeiling)
     assert (ceiling.bandwidth.source, ceiling.bandwidth.gb_s) == ("measured", 4200.0)
+    assert ceiling.bandwidth.detail == ("sum of 1 GiB, best of 20; SM 9.0, 143155 MiB, driver 580.159.04, CUDA 13.0, "
+                                        "max SM clock 1980 MHz, max memory clock 3201 MHz, power limit 700 W")
     assert ceiling.step.target == pytest.approx(15.01e9, rel=0.001)  # Llama-3.1-8B, bf16: the shipped config
     assert ceiling.tok_s == pytest.approx(4200e9 / ceiling.step.total)
     assert ceiling.efficiency == pytest.approx(150.0 / ceiling.tok_s)
@@ -112,7 +116,7 @@ def test_a_failure_while_computing_is_a_reason_never_a_failed_measurement(tmp_pa
     config = {**json.loads(Path(str(shipped_config(LLAMA))).read_text()), "num_key_value_heads": "eight"}
     (folder / "config.json").write_text(json.dumps(config))
     annotated = _session(tmp_path).annotate(_run(str(folder), {"tp_size": 1}), _result((150.0,)))
-    assert isinstance(annotated.roofline, str)  # said as the cell's reason
+    assert isinstance(annotated.roofline, str) and "num_key_value_heads" in annotated.roofline  # the field named
     assert annotated.values == {"decode_throughput": (150.0,)}  # the measurement itself is untouched
 
 
@@ -134,3 +138,60 @@ def test_tokens_per_step_leave_the_prefills_token_out() -> None:
     assert tokens_per_step(_result((1.0,), verify=100, tokens=301), speculative=True) == 3.0
     assert tokens_per_step(_result((1.0,), tokens=301), speculative=True) is None
     assert tokens_per_step(_result((1.0,), tokens=301), speculative=False) == 1.0
+
+
+KNOWN = [  # model, /server_info, tokens, verify steps, weights read per step per GPU (GB; docs/model-bytes.md)
+    (LLAMA, {"tp_size": 1}, 513, None, 15.009),
+    ("Qwen/Qwen3-30B-A3B", {"tp_size": 1}, 513, None, 6.083),  # MoE: 8 of 128 experts a token
+    ("Qwen/Qwen2.5-VL-7B-Instruct", {"tp_size": 1}, 513, None, 14.141),  # multimodal: the vision tower is not read
+    (SEED, SEED_INFO, 513, 171, 30.183),  # tp 2, 3 MTP draft forwards, a verify over 4 tokens
+]
+
+
+@pytest.mark.parametrize(("model", "info", "tokens", "verify", "weights_gb"), KNOWN, ids=[k[0] for k in KNOWN])
+def test_the_ceiling_and_diagnosis_of_the_known_configs(tmp_path: Path, model: str, info: dict[str, Any],
+                                                        tokens: int, verify: int | None, weights_gb: float) -> None:
+    """On the simulated H200 (4,200 GB/s read): the ceiling is the read bandwidth over the step's bytes, times the
+    decode tokens per step; a decode at 83% of it is called memory-bandwidth bound."""
+    session = _session(tmp_path, TargetGpus(("H200",), None, "the simulator"), simulate=True)
+    run = _run(model, info, simulated=True)
+    probe = session.ceiling(run, _result((1.0,), verify=verify, tokens=tokens))
+    assert isinstance(probe, DecodeCeiling)
+    assert probe.step.target + probe.step.draft == pytest.approx(weights_gb * 1e9, rel=0.001)
+    per_step = 1.0 if verify is None else (tokens - 1) / verify
+    assert probe.tok_s == pytest.approx(per_step * 4200e9 / probe.step.total, rel=1e-6)
+    ceiling = session.ceiling(run, _result((0.83 * probe.tok_s,), verify=verify, tokens=tokens))
+    assert isinstance(ceiling, DecodeCeiling) and ceiling.efficiency == pytest.approx(0.83)
+    assert ceiling.diagnosis() == ("decode at 83% of the bandwidth ceiling: memory-bandwidth bound; graph or overlap "
+                                   "flags can gain at most ~17% of the step (+20% tok/s)")
+
+
+EAGLE3_DRAFT = {"architectures": ["LlamaForCausalLMEagle3"], "model_type": "llama", "torch_dtype": "bfloat16",
+                "hidden_size": 4096, "intermediate_size": 14336, "num_attention_heads": 32, "num_key_value_heads": 8,
+                "num_hidden_layers": 1, "vocab_size": 128256, "draft_vocab_size": 32000, "tie_word_embeddings": False}
+
+
+def test_a_separate_draft_model_counts_its_own_bytes_per_draft_forward(tmp_path: Path) -> None:
+    """EAGLE3 on Llama-3.1-8B: each of the 3 draft forwards reads the draft's layer and its own 32k-row LM head."""
+    folder = tmp_path / "eagle3"
+    folder.mkdir()
+    (folder / "config.json").write_text(json.dumps(EAGLE3_DRAFT))
+    info = {"tp_size": 1, "speculative_algorithm": "EAGLE3", "speculative_num_steps": 3,
+            "speculative_num_draft_tokens": 4, "model_path": LLAMA, "speculative_draft_model_path": "eagle3"}
+    ceiling = _session(tmp_path).ceiling(_run(LLAMA, info), _result((150.0,), verify=200))
+    assert isinstance(ceiling, DecodeCeiling)
+    head = 32000 * 4096 * 2
+    assert 3 * head < ceiling.step.draft < 3 * (head + 0.8e9)  # not the target's 1.05 GB head three times
+    missing = {**info, "speculative_draft_model_path": "nowhere/eagle"}
+    unknown = _session(tmp_path).ceiling(_run(LLAMA, missing), _result((150.0,), verify=200))
+    assert isinstance(unknown, DecodeCeiling) and unknown.step.draft == 3 * 128256 * 4096 * 2  # the heads alone
+    assert any(note.startswith("draft model bytes unknown") for note in unknown.notes)
+
+
+def test_attention_data_parallel_replicates_attention_and_a_layout_it_cannot_model_is_said(tmp_path: Path) -> None:
+    plain = _session(tmp_path).ceiling(_run(LLAMA, {"tp_size": 4}), _result((150.0,)))
+    dp = _session(tmp_path).ceiling(_run(LLAMA, {"tp_size": 4, "attn_dp_size": 4}), _result((150.0,)))
+    assert isinstance(plain, DecodeCeiling) and isinstance(dp, DecodeCeiling)
+    assert dp.step.target > plain.step.target  # each GPU holds all the attention weights of its DP group
+    odd = _session(tmp_path).ceiling(_run(LLAMA, {"tp_size": 8, "ep_size": 3}), _result((150.0,)))
+    assert isinstance(odd, str) and "parallel layout" in odd and "ep" in odd
