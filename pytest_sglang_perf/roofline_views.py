@@ -7,8 +7,8 @@ the ceiling was computed from underneath (docs/roofline.md).
       (simulated 660 GB/s on NVIDIA RTX A6000; 30.32 GB per step: target 25.10, draft 5.09, KV 0.13, estimated;
         tokens per step 2.94)
 
-What the bytes assumed or could not count follows as `note:` lines. A variant whose cells have no ceiling says why
-once. Plain Python (no pytest).
+What the bytes assumed or could not count follows as `note:` lines, once per variant (under its first cell). A
+variant whose cells have no ceiling says why once. Plain Python (no pytest).
 """
 
 from __future__ import annotations
@@ -64,7 +64,8 @@ def _cell_lines(test_id: str, result: Result, told: set[tuple[str, str]]) -> lis
         return wrap_lines([f"variant {result.variant}: {ceiling}"])
     assert isinstance(ceiling, DecodeCeiling)
     head = f"{test_id} [{result.variant}]: {ceiling.measured_tok_s:.1f} of {ceiling.tok_s:.1f} tok/s: "
-    notes = [f"  note: {note}" for note in ceiling.notes]
+    notes = [f"  note: {note}" for note in ceiling.notes if (result.variant, note) not in told]
+    told.update((result.variant, note) for note in ceiling.notes)
     return wrap_lines([head + ceiling.diagnosis(), f"  ({basis(ceiling)})", *notes])
 
 

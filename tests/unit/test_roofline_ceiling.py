@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from pytest_sglang_perf.roofline.ceiling import Bandwidth, DecodeCeiling, ceiling_record
@@ -81,3 +83,23 @@ def test_ngram_drafts_cost_no_forward_and_eagle_names_its_draft_model() -> None:
                                                   ("fp4_mx_block16", 0.5)])
 def test_kv_cache_dtype_bytes(value: str | None, expected: float | None) -> None:
     assert kv_dtype_bytes({"kv_cache_dtype": value}) == expected
+
+
+def test_the_section_says_each_cells_ceiling_and_each_note_once_per_variant() -> None:
+    from pytest_sglang_perf.measurement.result import RequestParams, Result
+    from pytest_sglang_perf.roofline_views import roofline_lines
+
+    params = RequestParams(prompt="p", max_tokens=8, temperature=0.6, seed=0, repeats=1, warmup=0)
+    noted = replace(_ceiling(49.8), notes=("estimated from config.json",))
+
+    def result(variant: str, roofline: DecodeCeiling | str | None) -> Result:
+        return Result(variant, params, "h", (), {}, 1.0, True, roofline=roofline)
+
+    lines = roofline_lines([("t::a", result("v", noted)), ("t::b", result("v", noted)), ("t::c", result("w", "no GPU")),
+                            ("t::d", result("w", "no GPU")), ("t::e", result("w", None))], simulated=True)
+    text = "\n".join(lines)
+    assert lines[0] == "sglang-perf roofline: decode against the memory-bandwidth ceiling, batch 1 (SIMULATED)"
+    assert text.count("decode at 83% of the bandwidth ceiling") == 2
+    assert text.count("note: estimated from config.json") == 1 and text.count("variant w: no GPU") == 1
+    assert "t::e" not in text  # no decode, no line
+    assert roofline_lines([("t::e", result("w", None))], simulated=False) == []
