@@ -15,7 +15,7 @@ from perf_project import server_processes, write_project
         ('[tool.sglang_perf.tolerance]\noutput_throughput = "5"',
          "*pyproject.toml [[]tool.sglang_perf[]]: tolerance.output_throughput: write a percentage like '5%'*"),
         ('[tool.sglang_perf.tolerance]\nthroughput = "5%"',
-         "*tolerance.throughput: unknown key; known keys here: accept_length, boot_seconds*"),
+         "*tolerance.throughput: unknown key; known keys here: accept_length, bandwidth_efficiency, boot_seconds*"),
         ("baseline_dir = 5", "*baseline_dir: expected a non-empty string, got 5*"),
         ('server_command = "python -m sglang.launch_server"', "*server_command: expected a list of strings*"),
         ('modle = "x"', "*modle: unknown key; known keys here:*model*"),
