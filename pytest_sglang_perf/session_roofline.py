@@ -92,10 +92,9 @@ class SessionRoofline:
             return ("no ceiling: the server's /server_info could not be read, so its tp and speculative settings "
                     "are unknown")
         info = run.config.info
-        weights = self.weights(run, kv_dtype_bytes(info))
+        weights = self.weights(run, info)
         if isinstance(weights, str):
             return weights
-        weights = self._with_draft_model(weights, info)
         try:
             shape = decode_shape(info, context_tokens=_mean_context(result))
         except ValueError as exc:  # e.g. an ep_size that does not divide tp_size
@@ -120,8 +119,7 @@ class SessionRoofline:
         if self._simulate:
             if table is None:
                 return f"no ceiling: the simulated GPU {name!r} is not in the GPU table"
-            return Bandwidth(table.read_bandwidth_gb_s, "simulated", table.name,
-                             f"{table.bandwidth_gb_s:.0f} GB/s datasheet x {table.read_efficiency:.2f} read efficiency")
+            return _table_bandwidth(table, "simulated")
         measured = self.probe.bandwidth_for(name) if self.probe is not None else None
         if measured is not None and measured.read_gb_s > 0:
             return Bandwidth(measured.read_gb_s, "measured", name, _measured_detail(self.probe, name,
@@ -130,13 +128,14 @@ class SessionRoofline:
             why = self.probe.skipped if self.probe is not None and self.probe.skipped else "the probe did not run"
             return (f"no ceiling: GPU {name!r} is not in the GPU table (sglang_facts/data/gpus.json) and its "
                     f"bandwidth was not measured ({why})")
-        return Bandwidth(table.read_bandwidth_gb_s, "datasheet", table.name,
-                         f"{table.bandwidth_gb_s:.0f} GB/s datasheet x {table.read_efficiency:.2f} read efficiency")
+        return _table_bandwidth(table, "datasheet")
 
-    def weights(self, run: VariantRun, kv_bytes: float | None) -> WeightBytes | str:
-        """The variant's model bytes (exact from a local checkpoint, else estimated from config.json), once."""
+    def weights(self, run: VariantRun, info: Mapping[str, Any]) -> WeightBytes | str:
+        """The variant's model bytes (exact from a local checkpoint, else estimated from config.json) with its
+        separate draft model's, found once per variant."""
         if run.name not in self._weights:
-            self._weights[run.name] = self._find_weights(run, kv_bytes)
+            found = self._find_weights(run, kv_dtype_bytes(info))
+            self._weights[run.name] = found if isinstance(found, str) else self._with_draft_model(found, info)
         return self._weights[run.name]
 
     def _find_weights(self, run: VariantRun, kv_bytes: float | None) -> WeightBytes | str:
@@ -162,6 +161,11 @@ class SessionRoofline:
             return replace(weights, notes=(*weights.notes, f"draft model bytes unknown ({draft}): its layers are not "
                                                            "counted, only the target's LM head per draft forward"))
         return draft
+
+
+def _table_bandwidth(gpu: Gpu, source: str) -> Bandwidth:
+    return Bandwidth(gpu.read_bandwidth_gb_s, source, gpu.name,
+                     f"{gpu.bandwidth_gb_s:.0f} GB/s datasheet x {gpu.read_efficiency:.2f} read efficiency")
 
 
 def _measured_detail(probe: ProbeReport | None, name: str, method: str) -> str:
