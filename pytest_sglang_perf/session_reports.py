@@ -30,7 +30,8 @@ def summary_sections(session: PerfSession) -> list[tuple[str, list[str]]]:
         ab = session_lines(session.results, [v.name for v in session.variants], session.settings.gate.confidence)
         ab = significant_only(ab) if brief else ab
         roofline = roofline_lines([(test_id, result) for (test_id, _), result in session.results.items()],
-                                  simulated=session.options.simulate, probe=probe_text(session.roofline.probe))
+                                  simulated=session.options.simulate, probe=probe_text(session.roofline.probe),
+                                  verbose=not brief)
         sections = [("sglang-perf servers", servers), *sections, ("sglang-perf roofline", roofline),
                     ("sglang-perf A/B", ab)]
     return [(title, lines) for title, lines in sections if lines]

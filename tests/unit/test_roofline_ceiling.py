@@ -100,6 +100,15 @@ def test_the_section_says_each_cells_ceiling_and_each_note_once_per_variant() ->
     text = "\n".join(lines)
     assert lines[0] == "sglang-perf roofline: decode against the memory-bandwidth ceiling, batch 1 (SIMULATED)"
     assert text.count("decode at 83% of the bandwidth ceiling") == 2
-    assert text.count("note: estimated from config.json") == 1 and text.count("variant w: no GPU") == 1
+    assert "note:" not in text and "and 1 note(s) on the bytes" in " ".join(text.split())  # -v shows them
+    assert text.count("variant w: no GPU") == 1
     assert "t::e" not in text  # no decode, no line
+    words = " ".join(text.split())  # lines wrap at 120
+    assert words.count("variant v: ceilings from measured 600 GB/s on NVIDIA RTX A6000 and 30.00 GB of weights per "
+                      "step (target 24.00, draft 6.00), estimated") == 1  # once per variant by default
+    both = [("t::a", result("v", noted)), ("t::b", result("v", noted))]
+    verbose = " ".join(" ".join(roofline_lines(both, simulated=True, verbose=True)).split())
+    assert "ceilings from" not in verbose and verbose.count("note: estimated from config.json") == 1
+    assert verbose.count("(measured 600 GB/s on NVIDIA RTX A6000; 30.00 GB per step: target 24.00, draft 6.00, KV "
+                         "0.00, estimated; tokens per step 3.00)") == 2  # -v: each cell's whole basis
     assert roofline_lines([("t::e", result("w", None))], simulated=False) == []
