@@ -11,6 +11,12 @@ import pytest
 
 # Fast simulator knobs: 200 tokens at 2,000 tok/s is ~0.1 s per request.
 FAST_SIM = ["--sim-decode-tok-s", "2000", "--sim-ttft", "0.02", "--sim-boot-seconds", "0.3"]
+LOOSE = "[tool.sglang_perf.tolerance]\n" + "\n".join(
+    [*(f'{m} = "90%"' for m in ("output_throughput", "decode_throughput")),
+     *(f'{m} = "500%"' for m in ("ttft", "tpot"))]) + "\n"
+"""Tolerances for runs whose point is not the gate. A busy 2-core CI moves a 20 ms simulated TTFT by tens of percent
+between two runs seconds apart (+45% was seen, and held on the re-measure); tests of other things must not turn
+that into a verdict. Tests of the gate itself set their own tolerances."""
 TINY_CONFIG = {
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 import pytest
-from perf_project import FAST_SIM, write_project
+from perf_project import FAST_SIM, LOOSE, write_project
 
 REQUEST = "max_tokens = 20\nrepeats = 4\nwarmup = 1\n"
 TEST = """
@@ -50,12 +50,13 @@ def test_a_sample_that_arrived_in_one_read_is_kept_counted_and_shown(pytester: p
 
 @pytest.mark.slow
 def test_a_metric_the_run_cannot_measure_is_reported_not_dropped(pytester: pytest.Pytester) -> None:
-    write_project(pytester, {"default": []}, request=REQUEST, sim=FAST_SIM)
+    write_project(pytester, {"default": []}, request=REQUEST, sim=FAST_SIM, extra=LOOSE)
     pytester.makepyfile(test_p=TEST)
     _run(pytester, "--sglang-update-baselines").assert_outcomes(passed=1)
 
     one = "max_tokens = 20\nrepeats = 1\nwarmup = 0\n"  # the only request arrives in one read
-    write_project(pytester, {"default": []}, request=one, sim=[*FAST_SIM, "--sim-fault", "burst-at:1"])
+    write_project(pytester, {"default": []}, request=one, sim=[*FAST_SIM, "--sim-fault", "burst-at:1"],
+                  extra=LOOSE)
     result = _run(pytester)
     result.assert_outcomes(passed=1)
     metrics = _cell(pytester)["metrics"]

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from perf_project import write_project
+from perf_project import LOOSE, write_project
 
 from pytest_sglang_perf.gate.environment import detect_gpus
 from pytest_sglang_perf.gate.terminal import format_value
@@ -23,9 +23,6 @@ def test_tree(sglang_perf):
     sglang_perf.check(sglang_perf.measure("Write a red-black tree in Python."))
 """
 STEADY = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n"
-LOOSE = "[tool.sglang_perf.tolerance]\n" + "\n".join(
-    f'{metric} = "90%"' for metric in ("output_throughput", "decode_throughput", "ttft", "tpot"))
-"""No noise verdict on a busy machine: the run passes, its verdicts are ok."""
 EARLIER = "## An earlier step's summary\n"
 
 

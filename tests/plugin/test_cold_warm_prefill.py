@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from perf_project import write_project
+from perf_project import LOOSE, write_project
 
 _PREFILL = re.compile(r"Prefill batch, #new-seq: 1, #new-token: (\d+), #cached-token: (\d+),")
 
@@ -58,7 +58,7 @@ def test_cold_by_default_warm_on_request(pytester: pytest.Pytester) -> None:
 
 @pytest.mark.slow
 def test_the_mode_is_part_of_the_baseline_and_a_warm_miss_is_warned(pytester: pytest.Pytester) -> None:
-    config = write_project(pytester, {"default": [], "no_radix": ["--disable-radix-cache"]})
+    config = write_project(pytester, {"default": [], "no_radix": ["--disable-radix-cache"]}, extra=LOOSE)
     pytester.makepyfile(test_cache_modes="""
         def test_tree(sglang_perf):
             sglang_perf.check(sglang_perf.measure("Write a red-black tree.", max_tokens=32))

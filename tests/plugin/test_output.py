@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from perf_project import server_processes, write_project
+from perf_project import LOOSE, server_processes, write_project
 
 THREE_TESTS = """
 def test_a(sglang_perf):
@@ -25,8 +25,6 @@ def test_p(sglang_perf):
 """
 STEADY = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n"
 SCREEN = 45
-LOOSE = "[tool.sglang_perf.tolerance]\n" + "\n".join(
-    f'{metric} = "90%"' for metric in ("output_throughput", "decode_throughput", "ttft", "tpot"))
 LOGS = ".pytest_cache/d/sglang-perf/logs"
 
 

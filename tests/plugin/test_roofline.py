@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from perf_project import write_project
+from perf_project import LOOSE, write_project
 
 from pytest_sglang_perf.baseline_tools.validate import validate_command
 
@@ -105,10 +105,8 @@ def test_every_decode_cell_reports_its_ceiling_or_why_not(pytester: pytest.Pytes
 
 
 
-LOOSE_BUT_EFFICIENCY = "[tool.sglang_perf.tolerance]\n" + "\n".join(
-    f'{metric} = "90%"' for metric in ("output_throughput", "decode_throughput", "ttft", "tpot")) + (
-    '\nbandwidth_efficiency = "5%"\n')
-"""Only the optional gate on the ceiling can fail: the other metrics allow 90%."""
+LOOSE_BUT_EFFICIENCY = LOOSE + 'bandwidth_efficiency = "5%"\n'
+"""Only the optional gate on the ceiling can fail: the other metrics allow 90% (throughput) and more."""
 
 
 @pytest.mark.slow

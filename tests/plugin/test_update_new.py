@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from perf_project import write_project
+from perf_project import LOOSE, write_project
 
 TEST_FILE = """
 import pytest
@@ -38,7 +38,7 @@ def _age(path: Path, test_id: str, variant: str, recorded_at: str) -> None:
 
 @pytest.mark.slow
 def test_update_new_adds_only_missing_cells_and_counts(pytester: pytest.Pytester) -> None:
-    write_project(pytester, {"default": []}, extra='baseline_max_age = "30d"')
+    write_project(pytester, {"default": []}, extra='baseline_max_age = "30d"\n' + LOOSE)
     pytester.makepyfile(test_perf=TEST_FILE)
     first = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines", "-k", "16")
     first.assert_outcomes(passed=1, deselected=1)
