@@ -6,20 +6,21 @@ pytest-facing: a failed request or a regression fails the test (`pytest.fail`), 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import cached_property
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, overload
 
 import pytest
 
 from pytest_sglang_perf import SGLangPrefixCacheWarning
-from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND
+from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND, parse_slo
 from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.cell_ids import strip_variant
 from pytest_sglang_perf.gate.compare import Cell
 from pytest_sglang_perf.gate.terminal import failure_message
+from pytest_sglang_perf.measurement.concurrency import MAX, MAX_STREAMS, Level, Slo, parse_levels
 from pytest_sglang_perf.measurement.prefix_cache import WARM, PrefixCache, prefix_cache_mode, warm_cache_note
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.result import RequestParams, Result, Sweep
 from pytest_sglang_perf.server_views import server_failure_lines
 from pytest_sglang_perf.session import PerfSession
 from pytest_sglang_perf.variant_run import VariantRun
@@ -29,6 +30,9 @@ if TYPE_CHECKING:
 
     from pytest_sglang_perf.measurement.client import StreamRecord
 
+
+SloSpec = Mapping[str, str | float]
+"""`{"ttft": "200ms", "tpot": "50ms"}`: latency objectives (numbers are seconds)."""
 
 _EXIT_WAIT = 0.5
 """Seconds a failed request waits for a dying server process to finish exiting, to say how it ended."""
@@ -71,9 +75,23 @@ class SGLangPerf:
         if client is not None:
             client.close()
 
+    @overload
     def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
                 repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
-                ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None) -> Result:
+                ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None,
+                concurrency: Level = 1, slo: SloSpec | None = None) -> Result: ...
+
+    @overload
+    def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+                repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
+                ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None,
+                concurrency: list[Level] | tuple[Level, ...], slo: SloSpec | None = None) -> Sweep: ...
+
+    def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+                repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
+                ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None,
+                concurrency: Level | list[Level] | tuple[Level, ...] = 1,
+                slo: SloSpec | None = None) -> Result | Sweep:
         """Send `prompt` as streamed chat requests (warmup, then repeats) and return samples and summaries.
 
         `repeats="auto"` (or `request.repeats = "auto"`): the adaptive plan, which keeps measuring until this
@@ -81,10 +99,46 @@ class SGLangPerf:
         `prefix_cache="cold"` (the default, `request.prefix_cache`): SGLang's prefix cache is emptied before every
         request, so each prefills its whole prompt; `"warm"`: no flush, the warmup fills the cache and the
         measured requests are cache hits.
+        `concurrency=N` (or `"max"`, the server's request cap): rounds of N streams sent at once (`repeats` and
+        `warmup` count rounds), a cell of its own; a list of levels is a sweep and returns a `Sweep`, one Result
+        per level. `slo={"ttft": "200ms", "tpot": "50ms"}` (or `request.slo`) adds goodput. docs/concurrency.md.
         """
         __tracebackhide__ = True
-        params = self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos, prefix_cache)
-        return self._measure(params)
+        goal = self._slo(slo)
+        if isinstance(concurrency, list | tuple):
+            levels = self._levels(concurrency)
+            return Sweep(tuple(self._measure(self._params(prompt, max_tokens, temperature, repeats, warmup, seed,
+                                                          ignore_eos, prefix_cache, level, goal))
+                               for level in levels))
+        level = self._levels(concurrency)[0]
+        return self._measure(self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos,
+                                          prefix_cache, level, goal))
+
+    def _levels(self, value: object) -> tuple[Level, ...]:
+        try:
+            return parse_levels(value)
+        except ValueError as exc:
+            raise ValueError(f"measure(concurrency=...): {exc}") from None
+
+    def _slo(self, value: SloSpec | None) -> Slo | None:
+        if value is None:
+            return self._session.settings.request.slo
+        try:
+            return parse_slo(value)
+        except ValueError as exc:
+            raise ValueError(f"measure(slo=...): {exc}") from None
+
+    def _streams(self, level: Level) -> int:
+        """The streams of one round at `level` ("max": the server's request cap, read once it runs)."""
+        if level != MAX:
+            return int(level)
+        from pytest_sglang_perf.server.capacity import max_streams
+
+        info = self._run.config.info if self._run.config is not None else {}
+        try:
+            return max_streams(self.variant.name, info, self._run.startup, MAX_STREAMS)
+        except ValueError as exc:
+            pytest.fail(str(exc), pytrace=False)
 
     def _decider(self, params: RequestParams) -> Callable[[Result], bool] | None:
         """The adaptive plan's stopping rule for this test's cell; None for a fixed plan."""
@@ -135,7 +189,8 @@ class SGLangPerf:
 
     def _params(self, prompt: str, max_tokens: int | None, temperature: float | None,
                 repeats: int | Literal["auto"] | None, warmup: int | None, seed: int | None,
-                ignore_eos: bool | None, prefix_cache: str | None = None) -> RequestParams:
+                ignore_eos: bool | None, prefix_cache: str | None = None, level: Level = 1,
+                slo: Slo | None = None) -> RequestParams:
         defaults = self._session.settings.request
         adaptive = repeats == AUTO or (repeats is None and defaults.adaptive)
         if repeats is not None and repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)
@@ -152,22 +207,34 @@ class SGLangPerf:
             ignore_eos=defaults.ignore_eos if ignore_eos is None else ignore_eos,
             max_repeats=max(defaults.max_repeats, count) if adaptive else None,
             prefix_cache=defaults.prefix_cache if prefix_cache is None else _prefix_cache(prefix_cache),
+            concurrency=self._streams(level), level=level, slo=slo,
         )
 
-    def check(self, result: Result) -> None:
+    def check(self, result: Result | Sweep) -> None:
         """Gate `result` on this test's baseline (see the README's verdicts): a regression is re-measured once on
-        this server and fails the test only if it holds."""
+        this server and fails the test only if it holds. A Sweep gates each level as its own cell and fails the
+        test with every level that regressed."""
+        __tracebackhide__ = True
+        failures = [failure for one in (result if isinstance(result, Sweep) else (result,))
+                    if (failure := self._check_one(one)) is not None]
+        if failures:
+            pytest.fail("\n\n".join(failures), pytrace=False)
+
+    def _check_one(self, result: Result) -> str | None:
+        """Gate one result (its level's cell); the failure message, or None."""
         __tracebackhide__ = True
         if result.variant != self.variant.name:
             raise ValueError(f"result of variant {result.variant!r} checked in variant {self.variant.name!r}")
+        test_id = self.test_id + result.params.cell_suffix
         try:
-            cell = self._session.check(self.test_id, result, lambda: self._measure(result.again()))
+            cell = self._session.check(test_id, result, lambda: self._measure(result.again()))
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         self._publish(cell, result)
-        if self._session.gate_failure(cell) is not None:
-            context = server_failure_lines(self._run)
-            pytest.fail(failure_message(cell, self._session.refresh_command(self._nodeid), context), pytrace=False)
+        if self._session.gate_failure(cell) is None:
+            return None
+        context = server_failure_lines(self._run)
+        return failure_message(cell, self._session.refresh_command(self._nodeid), context)
 
     def _publish(self, cell: Cell, result: Result) -> None:
         """The checked cell leaves the terminal too: JUnit properties (junit.xml) and a pytest-benchmark
@@ -175,7 +242,8 @@ class SGLangPerf:
         from pytest_sglang_perf.benchmark_bridge import feed
         from pytest_sglang_perf.outputs.junit import cell_properties
 
-        for name, value in cell_properties(cell, cached_tokens=result.cached_tokens, roofline=result.roofline):
+        for name, value in cell_properties(cell, cached_tokens=result.cached_tokens, roofline=result.roofline,
+                                           level=result.params.cell_suffix):
             self._request.node.user_properties.append((name, value))
         feed(self._request, cell, result)
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 def summary_sections(session: PerfSession) -> list[tuple[str, list[str]]]:
     """(title, lines) of each summary section that has lines, in order."""
     from pytest_sglang_perf.gate.ab import session_lines
+    from pytest_sglang_perf.load_views import load_lines
     from pytest_sglang_perf.roofline_views import probe_text, roofline_lines
     from pytest_sglang_perf.server_views import server_summary
 
@@ -32,8 +33,10 @@ def summary_sections(session: PerfSession) -> list[tuple[str, list[str]]]:
         roofline = roofline_lines([(test_id, result) for (test_id, _), result in session.results.items()],
                                   simulated=session.options.simulate, probe=probe_text(session.roofline.probe),
                                   verbose=not brief)
-        sections = [("sglang-perf servers", servers), *sections, ("sglang-perf roofline", roofline),
-                    ("sglang-perf A/B", ab)]
+        load = load_lines([(test_id, result) for (test_id, _), result in session.results.items()],
+                          simulated=session.options.simulate, verbose=not brief)
+        sections = [("sglang-perf servers", servers), *sections, ("sglang-perf load", load),
+                    ("sglang-perf roofline", roofline), ("sglang-perf A/B", ab)]
     return [(title, lines) for title, lines in sections if lines]
 
 

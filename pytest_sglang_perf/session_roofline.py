@@ -85,6 +85,8 @@ class SessionRoofline:
         decode = result.values.get("decode_throughput")
         if not decode:
             return None
+        if result.params.concurrency > 1:
+            return "no ceiling for a concurrent cell: the ceiling is modelled for one stream (batch 1)"
         bandwidth = self.bandwidth()
         if isinstance(bandwidth, str):
             return bandwidth

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from pytest_sglang_perf.config.reader import (
@@ -12,7 +13,8 @@ from pytest_sglang_perf.config.reader import (
     temperature,
     whole_number,
 )
-from pytest_sglang_perf.config.units import parse_duration
+from pytest_sglang_perf.config.units import parse_duration, parse_latency
+from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.prefix_cache import COLD, PrefixCache, prefix_cache_mode
 
 AUTO = "auto"
@@ -36,6 +38,8 @@ class RequestDefaults:
     ignore_eos: bool = True
     prefix_cache: PrefixCache = COLD
     """"cold": every request prefills its whole prompt (/flush_cache before each); "warm": the cached case."""
+    slo: Slo | None = None
+    """`request.slo = {ttft = "200ms", tpot = "50ms"}`: the objectives of goodput; None: no goodput."""
 
 
 @dataclass(frozen=True)
@@ -51,7 +55,7 @@ def parse_request(reader: Reader, value: object) -> RequestDefaults:
         return RequestDefaults()
     table = expect_table(value, reader.source, "request")
     keys = {"max_tokens", "temperature", "repeats", "warmup", "seed", "timeout", "max_repeats", "ignore_eos",
-            "prefix_cache"}
+            "prefix_cache", "slo"}
     reader.check_keys(table, keys, "request.")
     base = RequestDefaults()
     p = "request."
@@ -68,7 +72,19 @@ def parse_request(reader: Reader, value: object) -> RequestDefaults:
         max_repeats=reader.get(table, "max_repeats", _max_repeats, default=base.max_repeats, prefix=p),
         ignore_eos=reader.get(table, "ignore_eos", _bool, default=base.ignore_eos, prefix=p),
         prefix_cache=reader.get(table, "prefix_cache", prefix_cache_mode, default=base.prefix_cache, prefix=p),
+        slo=reader.get(table, "slo", parse_slo, default=None, prefix=p),
     )
+
+
+def parse_slo(value: object) -> Slo:
+    """`{ttft = "200ms", tpot = "50ms"}` (either or both; numbers are seconds)."""
+    if not isinstance(value, Mapping) or not value:
+        raise ValueError(f'write the objectives as a table like {{ttft = "200ms", tpot = "50ms"}}, got {value!r}')
+    unknown = sorted(set(value) - {"ttft", "tpot"})
+    if unknown:
+        raise ValueError(f"an SLO sets ttft and/or tpot, not {', '.join(map(repr, unknown))}")
+    ttft, tpot = (None if value.get(name) is None else parse_latency(value[name]) for name in ("ttft", "tpot"))
+    return Slo(ttft=ttft, tpot=tpot)
 
 
 def _repeats(value: object) -> int | str:

@@ -8,6 +8,7 @@ import re
 _DURATION = re.compile(
     r"^\s*(?:(\d+(?:\.\d+)?)d)?\s*(?:(\d+(?:\.\d+)?)h)?\s*(?:(\d+(?:\.\d+)?)m)?\s*(?:(\d+(?:\.\d+)?)s)?\s*$")
 _PERCENT = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*%\s*$")
+_LATENCY = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s)\s*$")
 
 
 def parse_duration(value: object) -> float:
@@ -45,3 +46,16 @@ def parse_percent(value: object) -> float:
     if fraction >= 10:
         raise ValueError(f"a tolerance of {value} would never fail; write something like '5%'")
     return fraction
+
+
+def parse_latency(value: object) -> float:
+    """Seconds from a latency objective: '200ms', '0.2s' or a number of seconds; must be positive."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        seconds = float(value)
+    elif isinstance(value, str) and (match := _LATENCY.match(value)):
+        seconds = float(match.group(1)) / (1000.0 if match.group(2) == "ms" else 1.0)
+    else:
+        raise ValueError(f"write a latency like '200ms' or '0.2s', got {value!r}")
+    if not 0 < seconds < math.inf:
+        raise ValueError(f"a latency objective must be positive, got {value!r}")
+    return seconds

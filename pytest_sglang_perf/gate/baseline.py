@@ -95,7 +95,7 @@ class BaselineEntry:
         start = 0
         for boot in self.boot_records():
             values = metric_values(self.samples[start:start + boot.samples], boot.boot_seconds,
-                                   boot.graph_capture_seconds)
+                                   boot.graph_capture_seconds, self.params.slo)
             start += boot.samples
             for name, found in values.items():
                 grouped.setdefault(name, []).append(list(found))

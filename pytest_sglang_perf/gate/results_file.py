@@ -23,6 +23,7 @@ from pytest_sglang_perf.gate.errored import ErroredVariant
 from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json
 from pytest_sglang_perf.gate.judge import CellPlace
 from pytest_sglang_perf.gate.recording import RecordedRun
+from pytest_sglang_perf.measurement.concurrency import load_record
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.roofline.ceiling import ceiling_record
 
@@ -123,7 +124,8 @@ def _result(result: Result | None) -> dict[str, Any]:
     """The measurement behind a cell; empty fields when the cell has none (e.g. it failed to measure)."""
     if result is None:
         return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
-                "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None, "roofline": None}
+                "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None, "roofline": None,
+                "load": None, "client": None}
     return {
         "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
         "samples": [s.to_dict() for s in result.samples],
@@ -134,6 +136,9 @@ def _result(result: Result | None) -> dict[str, Any]:
         "itl_p50": result.itl_p50,
         "itl_p99": result.itl_p99,
         "roofline": ceiling_record(result.roofline),
+        "load": load_record(result.samples, result.params.slo, result.params.level, result.params.concurrency,
+                            result.percentiles),
+        "client": None if result.client is None else result.client.to_dict(),
     }
 
 

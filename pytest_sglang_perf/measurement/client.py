@@ -19,13 +19,15 @@ import aiohttp
 import orjson
 
 from pytest_sglang_perf.errors import SGLangPerfError
+from pytest_sglang_perf.measurement.client_load import ClientLoad
+from pytest_sglang_perf.measurement.loop_lag import LagMonitor
 from pytest_sglang_perf.measurement.samples import Sample
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.cache_flush import CacheFlush
 
 _T = TypeVar("_T")
-_CHAT_PATH = "/v1/chat/completions"
+CHAT_PATH = "/v1/chat/completions"
 ERROR_BODY_LIMIT = 65536
 _REASON_TEXT_LIMIT = 300
 _STATUS_HINTS: Mapping[int, str] = {
@@ -91,6 +93,8 @@ class StreamRecord:
     """`perf_counter()` of each content chunk, seconds after the request was sent."""
     text: str
     finish_reason: str | None
+    sent_at: float = 0.0
+    """`perf_counter()` when the request was sent (a concurrent round's streams are placed by it)."""
 
 
 class StreamAccumulator:
@@ -180,7 +184,7 @@ class StreamAccumulator:
         first = details[0] if isinstance(details, list) else details
         self.spec = (int(first.get("spec_verify_ct") or 0), float(first.get("spec_accept_length") or 0.0))
 
-    def record(self, request: ChatRequest) -> StreamRecord:
+    def record(self, request: ChatRequest, sent_at: float = 0.0) -> StreamRecord:
         """The validated result, or RequestFailed naming what is missing."""
         n = len(self.times)
         if not self.done:
@@ -195,7 +199,7 @@ class StreamAccumulator:
         if n == 0:
             raise RequestFailed(f"server sent no content: usage says {completion} completion tokens but no chunk "
                                 "carried delta.content or delta.reasoning_content")
-        return self._build(completion, prompt, self._cached(request))
+        return self._build(completion, prompt, self._cached(request), sent_at)
 
     def _cached(self, request: ChatRequest) -> int | None:
         """No report of a request that asked for `cached_tokens_details` means no hit (SGLang sends the field only
@@ -211,7 +215,7 @@ class StreamAccumulator:
                                  "server stopped it early (context length? abort?) or ignored ignore_eos")
         return RequestFailed(f"long: {seen}; the server generated more than max_tokens")
 
-    def _build(self, completion: int, prompt: int, cached: int | None) -> StreamRecord:
+    def _build(self, completion: int, prompt: int, cached: int | None, sent_at: float) -> StreamRecord:
         times = self.times
         verify_ct, accept_length = self.spec if self.spec is not None else (None, None)
         sample = Sample(
@@ -219,7 +223,7 @@ class StreamAccumulator:
             completion_tokens=completion, prompt_tokens=prompt, chunks=len(times),
             spec_verify_ct=verify_ct, spec_accept_length=accept_length, cached_tokens=cached,
         )
-        return StreamRecord(sample, tuple(times), "".join(self.parts), self.finish_reason)
+        return StreamRecord(sample, tuple(times), "".join(self.parts), self.finish_reason, sent_at)
 
 
 def cached_tier_sum(details: Mapping[str, Any]) -> int:
@@ -301,7 +305,7 @@ async def _answer_failure(response: aiohttp.ClientResponse, url: str) -> Request
                          f"{clip_line(text)} (does the server support stream=true?)", status=200, body=text)
 
 
-async def _send(session: aiohttp.ClientSession, url: str, body: bytes, request: ChatRequest) -> StreamRecord:
+async def send_one(session: aiohttp.ClientSession, url: str, body: bytes, request: ChatRequest) -> StreamRecord:
     acc = StreamAccumulator()
     t0 = perf_counter()
     try:
@@ -315,10 +319,10 @@ async def _send(session: aiohttp.ClientSession, url: str, body: bytes, request: 
         raise connect_failure(url, exc) from None
     except aiohttp.ClientError as exc:
         raise broken_failure(url, len(acc.times), exc) from None
-    return acc.record(request)
+    return acc.record(request, t0)
 
 
-def _headers(api_key: str | None) -> dict[str, str]:
+def request_headers(api_key: str | None) -> dict[str, str]:
     headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
     if api_key:
         headers["Authorization"] = f"Bearer {api_key}"
@@ -326,20 +330,22 @@ def _headers(api_key: str | None) -> dict[str, str]:
 
 
 async def _run_all(base_url: str, request: ChatRequest, count: int, warmup: int, api_key: str | None,
-                   flush: CacheFlush | None) -> list[StreamRecord]:
-    url = base_url.rstrip("/") + _CHAT_PATH
+                   flush: CacheFlush | None, loads: list[ClientLoad] | None) -> list[StreamRecord]:
+    url = base_url.rstrip("/") + CHAT_PATH
     body = orjson.dumps(request.body())
     timeout = aiohttp.ClientTimeout(total=request.timeout)
     connector = aiohttp.TCPConnector(limit=1)
     records: list[StreamRecord] = []
-    async with aiohttp.ClientSession(connector=connector, timeout=timeout, headers=_headers(api_key),
-                                     auto_decompress=False) as session:
+    async with LagMonitor() as monitor, aiohttp.ClientSession(
+            connector=connector, timeout=timeout, headers=request_headers(api_key), auto_decompress=False) as session:
         for index in range(warmup + count):
             if flush is not None:
                 await flush.run(session, base_url)
-            record = await _send(session, url, body, request)
+            record = await send_one(session, url, body, request)
             if index >= warmup:
                 records.append(record)
+    if loads is not None and monitor.load is not None:
+        loads.append(monitor.load)
     return records
 
 
@@ -360,7 +366,7 @@ def _run_in_new_loop(make: Callable[[], Awaitable[_T]]) -> _T:
         return runner.run(main())
 
 
-def _run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
+def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
     """Run a coroutine on a private event loop; from inside a running loop, on a short-lived thread."""
     try:
         asyncio.get_running_loop()
@@ -371,10 +377,12 @@ def _run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
 
 
 def run_requests(base_url: str, request: ChatRequest, *, count: int, warmup: int, api_key: str | None = None,
-                 flush: CacheFlush | None = None) -> list[StreamRecord]:
+                 flush: CacheFlush | None = None, loads: list[ClientLoad] | None = None) -> list[StreamRecord]:
     """Send `warmup` + `count` identical streamed requests one after another over one kept-alive
     connection; return the last `count` records. With `flush`, POST /flush_cache (untimed) before each request.
+    With `loads`, the client's own condition over the whole call (loop_lag.py) is appended to it.
     Raises RequestFailed on the first bad request (CacheFlushFailed on a failed flush)."""
     if count < 1 or warmup < 0:
         raise ValueError(f"run_requests needs count >= 1 and warmup >= 0, got count={count} warmup={warmup}")
-    return _run_sync(lambda: _run_all(base_url, request, count, warmup, api_key, flush))
+    return run_sync(lambda: _run_all(base_url, request, count, warmup, api_key, flush, loads))
+

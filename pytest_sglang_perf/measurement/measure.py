@@ -8,9 +8,12 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 from itertools import pairwise
 from typing import TYPE_CHECKING
 
+from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
+from pytest_sglang_perf.measurement.concurrency import latency_percentiles
 from pytest_sglang_perf.measurement.prefix_cache import COLD, WARM, cold_cache_problem
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.measurement.stats import Summary, percentile
@@ -48,7 +51,8 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
         raise ValueError(f"no requests were measured for variant {variant!r}: repeats must be at least 1")
     samples = tuple(record.sample for record in records)
     gaps = _chunk_gaps(records)
-    values = metric_values(samples, boot_seconds, None if startup is None else startup.graph_capture_seconds)
+    values = metric_values(samples, boot_seconds, None if startup is None else startup.graph_capture_seconds,
+                           params.slo)
     return Result(
         variant=variant, params=params, prompt_hash=prompt_hash(params), samples=samples,
         summaries={name: Summary.of(v) for name, v in values.items()}, boot_seconds=boot_seconds,
@@ -56,6 +60,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
         itl_p50=percentile(gaps, 50) if gaps else None,
         itl_p99=percentile(gaps, 99) if gaps else None,
         values=values,
+        percentiles=latency_percentiles(samples, gaps),
     )
 
 
@@ -67,23 +72,33 @@ def measure(base_url: str, *, model: str, variant: str, params: RequestParams, b
 
     The adaptive plan (params.max_repeats set): after the first round, one more request at a time while
     `decided(result so far)` is false, up to params.max_repeats requests. Every request is kept.
+    With params.concurrency N > 1, each of those is a round of N streams sent at once (`_run_rounds`).
     With params.prefix_cache "cold" each request (the warmup too) follows a `/flush_cache` (with `flush_key`, the
     server's --admin-api-key, when it has one) and must report no prefix-cache hit.
     Raises client.RequestFailed if any request fails, is truncated, comes back short or hit a cache meant cold.
     """
     request = _chat_request(model, params, timeout)
     records: list[StreamRecord] = []
+    target = _Target(base_url, api_key, flush_key)
 
     def more(count: int, warmup: int) -> None:
-        records.extend(_run(base_url, request, params, count, warmup, api_key, flush_key, len(records) + 1))
+        if params.concurrency > 1:
+            first_round = len(records) // params.concurrency
+            records.extend(_run_rounds(target, request, params, count, warmup, first_round))
+        else:
+            records.extend(_run(target, request, params, count, warmup, len(records) + 1))
+
+    def measured() -> int:
+        return len(records) // params.concurrency
 
     def result() -> Result:
-        return build_result(records, variant=variant, params=params, boot_seconds=boot_seconds,
-                            simulated=simulated, startup=startup)
+        built = build_result(records, variant=variant, params=params, boot_seconds=boot_seconds,
+                             simulated=simulated, startup=startup)
+        return replace(built, client=combined(target.loads))
 
     more(params.repeats, params.warmup)
     limit = params.max_repeats or 0
-    while len(records) < limit and not (decided is not None and decided(result())):
+    while measured() < limit and not (decided is not None and decided(result())):
         more(1, 0)
     return result()
 
@@ -96,15 +111,54 @@ def _chat_request(model: str, params: RequestParams, timeout: float) -> ChatRequ
                        ignore_eos=params.ignore_eos)
 
 
-def _run(base_url: str, request: ChatRequest, params: RequestParams, count: int, warmup: int,
-         api_key: str | None, flush_key: str | None, first_number: int) -> list[StreamRecord]:
+def stream_prompt(prompt: str, stream: int, streams: int) -> str:
+    """The prompt of stream `stream` (0-based) of a concurrent round: a label of its own first, so that no two
+    streams of a round share a prefix beyond the chat template's (each prefills its prompt cold)."""
+    return f"[{stream + 1}/{streams}] {prompt}"
+
+
+@dataclass
+class _Target:
+    """Where the requests go, and the client's condition over each call so far (loop_lag.py)."""
+
+    base_url: str
+    api_key: str | None
+    flush_key: str | None
+    """The server's --admin-api-key, for /flush_cache."""
+    loads: list[ClientLoad] = field(default_factory=list)
+
+
+def _run_rounds(target: _Target, request: ChatRequest, params: RequestParams, count: int, warmup: int,
+                first_round: int) -> list[StreamRecord]:
+    """Rounds of params.concurrency streams at once; each sample knows its round and its start within the round.
+    A cold round follows a /flush_cache. Its streams may read the chat template's few tokens that they share from
+    the cache (SGLang's radix cache serves them to the later ones); the samples keep those counts."""
+    from pytest_sglang_perf.measurement.cache_flush import CacheFlush
+    from pytest_sglang_perf.measurement.rounds import run_rounds
+
+    n = params.concurrency
+    streams = [replace(request, prompt=stream_prompt(request.prompt, k, n)) for k in range(n)]
+    rounds = run_rounds(target.base_url, streams, count=count, warmup=warmup, api_key=target.api_key,
+                        flush=CacheFlush(target.flush_key) if params.prefix_cache == COLD else None,
+                        loads=target.loads)
+    return [_placed(record, first_round + index, min(r.sent_at for r in records))
+            for index, records in enumerate(rounds) for record in records]
+
+
+def _placed(record: StreamRecord, round_index: int, round_start: float) -> StreamRecord:
+    sample = replace(record.sample, round=round_index, start=record.sent_at - round_start)
+    return replace(record, sample=sample)
+
+
+def _run(target: _Target, request: ChatRequest, params: RequestParams, count: int, warmup: int,
+         first_number: int) -> list[StreamRecord]:
     """One round of requests; a cold round flushes before each and fails on a prefix-cache hit."""
     from pytest_sglang_perf.measurement.cache_flush import CacheFlush
     from pytest_sglang_perf.measurement.client import RequestFailed, run_requests
 
     cold = params.prefix_cache == COLD
-    records = run_requests(base_url, request, count=count, warmup=warmup, api_key=api_key,
-                           flush=CacheFlush(flush_key) if cold else None)
+    records = run_requests(target.base_url, request, count=count, warmup=warmup, api_key=target.api_key,
+                           flush=CacheFlush(target.flush_key) if cold else None, loads=target.loads)
     problem = cold_cache_problem([r.sample for r in records], first_number) if cold else None
     if problem is not None:
         raise RequestFailed(problem)

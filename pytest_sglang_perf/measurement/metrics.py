@@ -46,7 +46,12 @@ METRICS: Mapping[str, Metric] = MappingProxyType(
         m.name: m
         for m in (
             _m("output_throughput", "tok/s", True, 0.05, 0.0,
-               "completion tokens / end-to-end request time, one stream"),
+               "completion tokens / end-to-end request time, one stream; at concurrency N, a round's completion "
+               "tokens / its wall time (measurement/concurrency.py)"),
+            _m("request_throughput", "req/s", True, 0.05, 0.0,
+               "concurrency N only: N / a round's wall time (first send -> last token)"),
+            _m("goodput", "req/s", True, 0.10, 0.0,
+               "with an SLO only: a round's requests that met every objective / its wall time"),
             _m("decode_throughput", "tok/s", True, 0.05, 0.0,
                "tokens after the first / (last token time - first token time)"),
             _m("ttft", "s", False, 0.10, 0.002, "request sent -> first content token received"),

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from pytest_sglang_perf.measurement.client_load import ClientLoad
+from pytest_sglang_perf.measurement.concurrency import Level, Slo, level_suffix
 from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
@@ -27,12 +29,20 @@ class RequestSettings:
     """SGLang's `ignore_eos`: every request yields exactly max_tokens tokens."""
     prefix_cache: str = COLD
     """"cold" or "warm" (measurement/prefix_cache.py); "unknown" in files written before it was kept."""
+    concurrency: int = 1
+    """Streams sent at once per round (measurement/concurrency.py); 1: one stream, requests one after another.
+    With concurrency > 1, `repeats` and `warmup` count rounds."""
+    slo: Slo | None = None
+    """The objectives a request must meet to count for goodput; None: no goodput."""
 
     def to_dict(self) -> dict[str, Any]:
+        """Concurrency and SLO are written only when set: a one-stream entry reads as before they existed."""
         return {
             "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
             "repeats": self.repeats, "warmup": self.warmup, "ignore_eos": self.ignore_eos,
             "prefix_cache": self.prefix_cache,
+            **({"concurrency": self.concurrency} if self.concurrency != 1 else {}),
+            **({"slo": self.slo.to_dict()} if self.slo is not None else {}),
         }
 
     @classmethod
@@ -45,9 +55,13 @@ class RequestSettings:
         prefix_cache = data.get("prefix_cache", UNKNOWN)
         if not isinstance(prefix_cache, str):
             raise TypeError(f"expected a text for prefix_cache, found {prefix_cache!r}")
+        slo = data.get("slo")
+        if slo is not None and not isinstance(slo, Mapping):
+            raise TypeError(f"expected a table of objectives for slo, found {slo!r}")
         return cls(max_tokens=_int(data["max_tokens"]), temperature=_number(data["temperature"]),
                    seed=_int(data["seed"]), repeats=_int(data["repeats"]), warmup=_int(data["warmup"]),
-                   ignore_eos=ignore_eos, prefix_cache=prefix_cache)
+                   ignore_eos=ignore_eos, prefix_cache=prefix_cache, concurrency=_int(data.get("concurrency", 1)),
+                   slo=None if slo is None else Slo.from_dict(slo))
 
 
 def _int(value: Any) -> int:
@@ -79,11 +93,21 @@ class RequestParams:
     decided; None for a fixed plan."""
     prefix_cache: str = COLD
     """"cold": /flush_cache before every request; "warm": none, the warmup fills the cache (prefix_cache.py)."""
+    concurrency: int = 1
+    """Streams per round, resolved ("max": the server's max running requests); 1: one stream."""
+    level: Level = 1
+    """The level as the test asked for it (16 or "max"): it names the cell (`@c16`, `@cmax`)."""
+    slo: Slo | None = None
 
     @property
     def settings(self) -> RequestSettings:
         return RequestSettings(self.max_tokens, self.temperature, self.seed, self.repeats, self.warmup,
-                               self.ignore_eos, self.prefix_cache)
+                               self.ignore_eos, self.prefix_cache, self.concurrency, self.slo)
+
+    @property
+    def cell_suffix(self) -> str:
+        """What this request adds to its cell's test id (concurrency.level_suffix)."""
+        return level_suffix(self.level)
 
     def to_dict(self) -> dict[str, Any]:
         return self.settings.to_dict()
@@ -109,6 +133,10 @@ class Result:
     roofline: DecodeCeiling | str | None = None
     """The cell's memory-bandwidth ceiling (session_roofline.py), or why it has none; None for a cell without
     decode or one not looked at."""
+    percentiles: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    """p50/p90/p99 of TTFT and TPOT over every request and of ITL over every chunk gap (concurrency.py)."""
+    client: ClientLoad | None = None
+    """The client's own event-loop lag and CPU use while it measured (measurement/loop_lag.py)."""
 
     @property
     def cached_tokens(self) -> float | None:
@@ -117,11 +145,38 @@ class Result:
         return float(statistics.median(found)) if found else None
 
     @property
+    def measured(self) -> int:
+        """Requests measured, one stream; rounds measured at concurrency N (each of N requests)."""
+        return len(self.samples) // self.params.concurrency
+
+    @property
     def settings(self) -> RequestSettings:
-        """The request as sent: `repeats` is how many requests were measured (the adaptive plan decides it)."""
-        return replace(self.params.settings, repeats=len(self.samples))
+        """The request as sent: `repeats` is how many requests (rounds) were measured (the adaptive plan decides
+        it)."""
+        return replace(self.params.settings, repeats=self.measured)
 
     def again(self) -> RequestParams:
         """The same request as a fixed plan of this measurement's size: a confirmation re-measure, or the same cell
         on another boot (an adaptive re-measure would stop at its first chance to repeat a result: biased)."""
-        return replace(self.params, repeats=len(self.samples), max_repeats=None)
+        return replace(self.params, repeats=self.measured, max_repeats=None)
+
+
+@dataclass(frozen=True)
+class Sweep:
+    """`sglang_perf.measure(prompt, concurrency=[1, 4, 16])`: one Result per level, in the order asked; each level
+    is a cell of its own (`sglang_perf.check(sweep)` gates them all)."""
+
+    results: tuple[Result, ...]
+
+    def __iter__(self) -> Iterator[Result]:
+        return iter(self.results)
+
+    def __len__(self) -> int:
+        return len(self.results)
+
+    def __getitem__(self, level: Level) -> Result:
+        """The result of one level as it was asked (`sweep[16]`, `sweep["max"]`)."""
+        for result in self.results:
+            if result.params.level == level:
+                return result
+        raise KeyError(f"this sweep measured concurrency {[r.params.level for r in self.results]}, not {level!r}")

@@ -27,6 +27,11 @@ class Sample:
     cached_tokens: int | None = None
     """Prompt tokens the server read from its prefix cache (client.py: `sglext.cached_tokens_details` or
     `usage.prompt_tokens_details`); None where unknown (samples recorded before it was kept)."""
+    round: int | None = None
+    """Concurrent measurements only: which round of N streams sent at once this request belonged to (0-based,
+    measured rounds only); None for a one-stream measurement."""
+    start: float = 0.0
+    """Concurrent measurements only: seconds from the round's first send to this request's send."""
 
     def metrics(self) -> dict[str, float]:
         """The gated per-request metrics (see metrics.METRICS), accept_length only with spec stats."""
@@ -52,7 +57,15 @@ class Sample:
             data["spec_accept_length"] = self.spec_accept_length
         if self.cached_tokens is not None:
             data["cached_tokens"] = self.cached_tokens
+        if self.round is not None:
+            data["round"] = self.round
+            data["start"] = self.start
         return data
+
+    @property
+    def end(self) -> float:
+        """Seconds from its round's first send to this request's last token (its own e2e for one stream)."""
+        return self.start + self.e2e
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Sample:
@@ -64,4 +77,6 @@ class Sample:
             spec_accept_length=None if data.get("spec_accept_length") is None
             else float(data["spec_accept_length"]),
             cached_tokens=None if data.get("cached_tokens") is None else int(data["cached_tokens"]),
+            round=None if data.get("round") is None else int(data["round"]),
+            start=float(data.get("start") or 0.0),
         )

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_sglang_perf.measurement.concurrency import Slo, round_values
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER
 from pytest_sglang_perf.measurement.samples import Sample
 
@@ -35,10 +36,12 @@ class Coverage:
 
 
 def metric_values(samples: Sequence[Sample], boot_seconds: float | None,
-                  graph_capture_seconds: float | None) -> dict[str, tuple[float, ...]]:
-    """Each request metric (in GATED_ORDER) over the samples that define it, then the boot costs that are known."""
+                  graph_capture_seconds: float | None, slo: Slo | None = None) -> dict[str, tuple[float, ...]]:
+    """Each request metric (in GATED_ORDER) over the samples that define it, then the boot costs that are known.
+    A concurrent measurement's throughputs are one value per round, and an SLO adds goodput (concurrency.py)."""
     per_sample = [sample.metrics() for sample in samples]
-    values = {name: tuple(m[name] for m in per_sample if name in m)
+    by_round = round_values(samples, slo)
+    values = {name: by_round[name] if name in by_round else tuple(m[name] for m in per_sample if name in m)
               for name in GATED_ORDER if name not in BOOT_METRICS}
     values = {name: found for name, found in values.items() if found}
     if boot_seconds is not None:

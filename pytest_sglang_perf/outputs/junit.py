@@ -17,11 +17,17 @@ Property = tuple[str, object]
 
 
 def cell_properties(cell: Cell, *, cached_tokens: float | None = None,
-                    roofline: DecodeCeiling | str | None = None) -> list[Property]:
+                    roofline: DecodeCeiling | str | None = None, level: str = "") -> list[Property]:
     """The cell's properties: variant, verdict, simulated, then each metric's measured, baseline, change, allowed,
     unit and verdict; with `cached_tokens`, the median prompt tokens served from the prefix cache; with `roofline`,
     the decode's bandwidth ceiling (`sglang_perf.roofline.*`: efficiency, ceiling_tok_s, bandwidth_gb_s,
-    bandwidth_source, diagnosis) or why there is none (`sglang_perf.roofline.unavailable`)."""
+    bandwidth_source, diagnosis) or why there is none (`sglang_perf.roofline.unavailable`). A concurrency level's
+    cell (`level` "@c16") names its properties `sglang_perf@c16.*`, so a sweep's levels stay apart."""
+    prefix = PREFIX + level
+    return [(prefix + name[len(PREFIX):], value) for name, value in _properties(cell, cached_tokens, roofline)]
+
+
+def _properties(cell: Cell, cached_tokens: float | None, roofline: DecodeCeiling | str | None) -> list[Property]:
     head: list[Property] = [(f"{PREFIX}.variant", cell.variant), (f"{PREFIX}.verdict", cell.verdict.value),
                             (f"{PREFIX}.simulated", cell.simulated)]
     if cell.stale:

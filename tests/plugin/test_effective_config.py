@@ -145,6 +145,7 @@ def test_strict_flags_fail_the_variant_unrun_with_the_reason_and_the_fix(
     assert _ran(pytester) == {"ran-a-breakable", "ran-b-breakable"}, "a failed variant's test body ran"
 
 
+@pytest.mark.slow
 def test_explicit_breakable_prefill_graph_is_ok_even_strict(pytester: pytest.Pytester) -> None:
     _vl_project(pytester, {"breakable": BREAKABLE})
     pytester.makepyfile(test_p=TEST_FILE)
@@ -167,6 +168,7 @@ def test_explicit_breakable_prefill_graph_is_ok_even_strict(pytester: pytest.Pyt
 # 4: a variant whose only difference the server ran anyway -------------------------------------------------
 
 
+@pytest.mark.slow
 def test_variant_that_changes_nothing_warns_but_strict_does_not_fail_it(pytester: pytest.Pytester) -> None:
     project = write_project(pytester, {"base": [], "same": BREAKABLE}, request=QUICK)
     pytester.makepyfile(test_p=ONE_TEST)
@@ -318,7 +320,7 @@ def test_regression_report_shows_the_servers_effective_configuration(
 # 9: a server whose configuration cannot be read ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("strict", [False, True])
+@pytest.mark.parametrize("strict", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_a_server_without_server_info_is_unverified(pytester: pytest.Pytester, strict: bool) -> None:
     """A server that answers /server_info with 404 (here: the simulator's `no-server-info` fault, like a proxy in
     front of SGLang): nothing can be verified; a warning that says so, and a failure in strict mode."""

@@ -94,8 +94,8 @@ def test_server_hanging_at_boot_is_stopped_at_the_startup_timeout(pytester: pyte
 
 
 @pytest.mark.parametrize(("fault", "message"), [
-    ("http-500:1", "*[[]bad[]] request failed: HTTP 500 from POST http://127.0.0.1:*/v1/chat/completions: "
-                   "Internal server error: *"),
+    pytest.param("http-500:1", "*[[]bad[]] request failed: HTTP 500 from POST http://127.0.0.1:*/v1/chat/completions: "
+                 "Internal server error: *", marks=pytest.mark.slow),  # a status failure: unit-tested in test_client.py
     ("cut-stream:5", "*[[]bad[]] request failed: *after 5 content chunks*"),
     # Two more faults of the same path (the client's checks, unit-tested in test_client.py), in the slow lane:
     pytest.param("no-usage", "*[[]bad[]] request failed: server sent no usage*", marks=pytest.mark.slow),

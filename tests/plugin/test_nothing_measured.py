@@ -55,6 +55,7 @@ def test_a_gate_run_with_nothing_to_gate_is_not_an_error(pytester: pytest.Pytest
     result.assert_outcomes(passed=1)
 
 
+@pytest.mark.slow
 def test_sglang_perf_run_passes_pytest_options_in_any_position(pytester: pytest.Pytester) -> None:
     _project(pytester)
     result = pytester.run(sys.executable, "-m", "pytest_sglang_perf.cli", "run", "-q", "-p", "no:cacheprovider",

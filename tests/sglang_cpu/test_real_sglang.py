@@ -7,6 +7,7 @@ exits in seconds; ~2 min in all) in three pytest runs of one project:
                                starts nothing; bad_algo (a flag value SGLang rejects at resolution) exits in seconds
   run 2 (update baselines):    default only
   run 3 (plain):               default only, now gated on the recorded baseline
+  run 4 (a sweep):             capped only, test_load.py: one stream, then "max" (its cap of 4) streams at once
 Each test below reads what one of these runs left behind: its output, the results file, the server logs, and
 what the test file inside recorded about the server's process tree.
 """
@@ -84,6 +85,18 @@ def test_openai_client(sglang_perf):
     assert reply.usage.completion_tokens == 8
     assert reply.choices[0].finish_reason == "length"
     _record(sglang_perf, "openai_client")
+"""
+
+LOAD_TEST_FILE = """
+import json, os, pathlib
+
+from pytest_sglang_perf.prompts import RED_BLACK_TREE
+
+
+def test_sweep(sglang_perf):
+    sweep = sglang_perf.measure(RED_BLACK_TREE, max_tokens=64, concurrency=[1, "max"], slo={"ttft": "10s"})
+    sglang_perf.check(sweep)
+    assert [r.params.concurrency for r in sweep] == [1, 4]
 """
 
 CONFTEST = """
@@ -241,21 +254,28 @@ def project(tiny_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Proje
     shutil.copytree(tiny_model, path / "tiny-llama")
     (path / "pyproject.toml").write_text(_pyproject())
     (path / "test_perf.py").write_text(TEST_FILE)
+    (path / "test_load.py").write_text(LOAD_TEST_FILE)
     (path / "conftest.py").write_text(CONFTEST)
     return Project(path)
 
 
 @pytest.fixture(scope="module")
 def first_run(project: Project) -> Run:
-    return run_pytest(project, "first")
+    return run_pytest(project, "first", "test_perf.py")
 
 
 @pytest.fixture(scope="module")
 def baseline_runs(first_run: Run) -> tuple[Run, Run]:
-    record = run_pytest(first_run.project, "record", "--sglang-update-baselines", "--sglang-variants", "default")
-    gated = run_pytest(first_run.project, "gated", "--sglang-variants", "default", "--sglang-markdown=report-gated.md",
-                       "--junitxml=junit-gated.xml")
+    record = run_pytest(first_run.project, "record", "test_perf.py", "--sglang-update-baselines", "--sglang-variants",
+                        "default")
+    gated = run_pytest(first_run.project, "gated", "test_perf.py", "--sglang-variants", "default",
+                       "--sglang-markdown=report-gated.md", "--junitxml=junit-gated.xml")
     return record, gated
+
+
+@pytest.fixture(scope="module")
+def sweep_run(project: Project) -> Run:
+    return run_pytest(project, "sweep", "test_load.py", "--sglang-variants", "capped")
 
 
 def _servers(run: Run) -> dict[str, list[dict[str, Any]]]:
@@ -537,3 +557,26 @@ def test_a_real_runs_results_leave_the_terminal_and_are_accepted_as_baselines(
     recorded_entry = recorded["entries"]["test_perf.py::test_red_black_tree"]["default"]
     assert accepted["identity"] == recorded_entry["identity"]
     assert accepted["source"]["how"] == "accepted" and accepted["source"]["results_file"] == "results-gated.json"
+
+
+def test_a_concurrency_sweep_batches_real_sglang_and_max_is_its_cap(sweep_run: Run) -> None:
+    """concurrency="max" is the capped variant's --max-running-requests 4, read from real SGLang's /server_info;
+    its four streams ran together (each one's first token before any one's last), SGLang decoded them as one batch
+    of 4, and the batch raised the aggregate throughput above one stream's."""
+    sweep_run.result.assert_outcomes(passed=1)
+    assert sweep_run.leftovers == ()
+    cells = {cell["test_id"]: cell for cell in
+             json.loads((sweep_run.project.path / "results-sweep.json").read_text())["cells"]}
+    one, most = cells["test_load.py::test_sweep"], cells["test_load.py::test_sweep@cmax"]
+    assert most["load"]["streams"] == 4 and most["load"]["rounds"] == 3 and len(most["samples"]) == 12
+    for index in range(3):
+        streams = [s for s in most["samples"] if s["round"] == index]
+        assert max(s["start"] + s["ttft"] for s in streams) < min(s["start"] + s["e2e"] for s in streams), streams
+    assert all(s["completion_tokens"] == 64 for s in most["samples"])
+    batches = [int(n) for n in re.findall(r"\] Decode batch, #running-req: (\d+)", sweep_run.log("capped"))]
+    assert max(batches) == 4, batches
+    aggregate = [c["summaries"]["output_throughput"]["median"] for c in (one, most)]
+    assert aggregate[1] > 1.5 * aggregate[0], aggregate
+    assert most["summaries"]["request_throughput"]["n"] == 3 and most["load"]["slo_attainment"] == 1.0
+    words = " ".join(sweep_run.out.split())
+    assert "test_load.py::test_sweep@cmax [capped]: 4 streams x 3 rounds:" in words, sweep_run.out

@@ -1,0 +1,418 @@
+"""The measuring client under load, side by side: ours, SGLang's own `bench_serving` client and the `openai` package.
+
+    tox -e sglang-cpu -- python benchmarks/bench_load.py        (2-4 minutes; bench_serving needs SGLang installed)
+    python benchmarks/bench_load.py                              (ours and openai only, in the dev environment)
+
+A pacing server (a subprocess pinned to one core; the clients run pinned to the other) streams SGLang 0.5.23's chat
+chunks to N streams at once in SGLang-like bursts: at each step of a common clock every running stream gets its next
+token, one chunk each. Each chunk's content is the `perf_counter()` at which the server wrote it (the first also
+carries when the request arrived; CLOCK_MONOTONIC is shared by both processes), so every client is compared with
+the true schedule:
+
+  tput err    median over streams of (client decode rate / the server's actual decode rate - 1)
+  TTFT +ms    median over streams of client TTFT - (first chunk written - request arrived): the request's cost
+  p99 delay   p99 over every chunk of (client's stamp - the server's stamp), ms: how late chunks were stamped
+  CPU us/tok  the client process's CPU time per token received (the server runs in another process)
+  core        the client's CPU time / wall time over the round (1.0 = one core busy)
+
+and, with the server writing as fast as it can to N streams, how many tokens per second each client ingests.
+Targets (issue 14): error <= 0.5%, p99 delay <= 1 ms and TTFT overhead <= 0.3 ms at 64-256 streams, >= 64,000 tok/s
+per core at <= 50% of it; equal to or better than bench_serving on every row.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from time import perf_counter
+from typing import Any
+
+import orjson
+
+from pytest_sglang_perf.measurement.client import ChatRequest
+from pytest_sglang_perf.measurement.rounds import run_rounds
+
+ROWS = ((1, 100), (1, 1_000), (1, 20_000), (16, 1_000), (64, 1_000), (64, 250), (128, 500), (256, 250))
+"""(streams, tok/s per stream): up to 64,000 tok/s in all, what the targets ask of one core."""
+DECODE_SECONDS = 1.0
+MAX_TOKENS = 2_000
+ROUNDS = 2
+SERVER_TTFT = 0.02
+FLOOD = ((1, 200_000), (64, 3_000))
+"""(streams, tokens each) written as fast as the server can."""
+_HEAD = (b"HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nCache-Control: no-cache\r\n"
+         b"Transfer-Encoding: chunked\r\n\r\n")
+
+
+# ---------------------------------------------------------------- the pacing server (subprocess)
+
+def _frame(event: bytes) -> bytes:
+    return b"%x\r\n%s\r\n" % (len(event), event)
+
+
+def _chunk(delta: bytes, finish: bytes = b"null") -> bytes:
+    return _frame(b'data: {"id":"bench","object":"chat.completion.chunk","created":1764410000,"model":"bench",'
+                  b'"choices":[{"index":0,"delta":' + delta + b',"logprobs":null,"finish_reason":' + finish
+                  + b',"matched_stop":null}]}\n\n')
+
+
+def _content(text: str) -> bytes:
+    return _chunk(b'{"reasoning_content":null,"content":' + orjson.dumps(text) + b"}")
+
+
+def _tail(tokens: int) -> bytes:
+    usage = orjson.dumps({"prompt_tokens": 5, "total_tokens": 5 + tokens, "completion_tokens": tokens,
+                          "prompt_tokens_details": None, "reasoning_tokens": 0, "completion_tokens_details": None})
+    usage_chunk = (b'data: {"id":"bench","object":"chat.completion.chunk","created":1764410000,"model":"bench",'
+                   b'"choices":[],"usage":' + usage + b"}\n\n")
+    return _chunk(b'{"reasoning_content":null}', b'"length"') + _frame(usage_chunk) + _frame(b"data: [DONE]\n\n") + (
+        b"0\r\n\r\n")
+
+
+@dataclass
+class _Stream:
+    writer: asyncio.StreamWriter
+    tokens: int
+    period: float
+    """Seconds between tokens; 0: as fast as possible."""
+    received: float
+    start: float
+    sent: int = 0
+    done: asyncio.Event | None = None
+
+
+class _Pacer:
+    """One clock for every stream: at each step, every running stream of a rate gets its next chunk."""
+
+    def __init__(self) -> None:
+        self.streams: list[_Stream] = []
+        self.wake = asyncio.Event()
+
+    async def run(self) -> None:
+        while True:
+            if not self.streams:
+                self.wake.clear()
+                await self.wake.wait()
+            now = perf_counter()
+            for stream in list(self.streams):
+                self._serve(stream, now)
+            due = [s.start + s.sent * s.period for s in self.streams if s.period > 0]
+            await asyncio.sleep(max(0.0, min(due) - perf_counter()) if due else 0)
+
+    def _serve(self, stream: _Stream, now: float) -> None:
+        while stream.sent < stream.tokens and (stream.period == 0 or stream.start + stream.sent * stream.period <= now):
+            stamp = perf_counter()
+            if stream.sent == 0:
+                role = _chunk(b'{"reasoning_content":null,"role":"assistant","content":""}')
+                stream.writer.write(role + _content(f"{stream.received:.9f} {stamp:.9f} "))
+            else:
+                stream.writer.write(_content(f"{stamp:.9f} "))
+            stream.sent += 1
+            if stream.period == 0 and stream.sent % 64 == 0:
+                break  # as fast as possible, yet fair between streams
+        if stream.sent >= stream.tokens:
+            stream.writer.write(_tail(stream.tokens))
+            self.streams.remove(stream)
+            assert stream.done is not None
+            stream.done.set()
+
+
+async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pacer: _Pacer) -> None:
+    try:
+        while True:
+            head = await reader.readuntil(b"\r\n\r\n")
+            received = perf_counter()
+            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
+                          if line.lower().startswith(b"content-length"))
+            body = orjson.loads(await reader.readexactly(length))
+            rate = float(body["model"].split(":")[1])
+            tokens = int(body.get("max_tokens") or body.get("max_completion_tokens"))
+            writer.write(_HEAD)
+            period = 1.0 / rate if rate > 0 else 0.0
+            start = received + SERVER_TTFT
+            if period:  # on the common clock: streams of one rate step together, as in a batch
+                start = (int(start / period) + 1) * period
+            stream = _Stream(writer, tokens, period, received, start, done=asyncio.Event())
+            pacer.streams.append(stream)
+            pacer.wake.set()
+            assert stream.done is not None
+            await stream.done.wait()
+            await writer.drain()
+    except (asyncio.IncompleteReadError, ConnectionError):
+        pass
+    finally:
+        writer.close()
+
+
+async def _serve_forever() -> None:
+    pacer = _Pacer()
+    server = await asyncio.start_server(lambda r, w: _handle(r, w, pacer), "127.0.0.1", 0, backlog=1024)
+    print(server.sockets[0].getsockname()[1], flush=True)
+    await asyncio.gather(server.serve_forever(), pacer.run())
+
+
+def serve() -> None:
+    _pin(0)
+    _run(_serve_forever)
+
+
+# ---------------------------------------------------------------- the clients
+
+@dataclass(frozen=True)
+class Stream:
+    """One stream as a client saw it: its send time, the content chunks' receive times (absolute perf_counter) and
+    their text (the server's stamps)."""
+
+    sent: float
+    times: tuple[float, ...]
+    text: str
+
+
+def _pin(core: int) -> None:
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) >= 2:
+        os.sched_setaffinity(0, {cores[core]})
+
+
+def _run(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
+    try:
+        import uvloop
+        return uvloop.run(make())
+    except ImportError:
+        return asyncio.run(make())
+
+
+def _request(rate: float, tokens: int) -> ChatRequest:
+    return ChatRequest(model=f"rate:{rate:g}", prompt="bench", max_tokens=tokens, temperature=0.0, seed=0,
+                       spec_details=False, cache_details=False, timeout=300.0)
+
+
+def ours(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
+    """The plugin's concurrent rounds, as a measurement sends them (one session, kept-alive connections)."""
+    found = run_rounds(url, [_request(rate, tokens)] * streams, count=rounds, warmup=0)
+    return [[Stream(r.sent_at, tuple(r.sent_at + t for t in r.chunk_times), r.text) for r in one] for one in found]
+
+
+def openai_package(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
+    import openai
+
+    async def one(client: openai.AsyncOpenAI) -> Stream:
+        times: list[float] = []
+        parts: list[str] = []
+        sent = perf_counter()
+        reply = await client.chat.completions.create(
+            model=f"rate:{rate:g}", messages=[{"role": "user", "content": "bench"}], max_tokens=tokens,
+            temperature=0.0, stream=True, extra_body={"ignore_eos": True})
+        async for chunk in reply:
+            now = perf_counter()
+            if chunk.choices and chunk.choices[0].delta.content:
+                times.append(now)
+                parts.append(chunk.choices[0].delta.content)
+        return Stream(sent, tuple(times), "".join(parts))
+
+    async def all_rounds() -> list[list[Stream]]:
+        async with openai.AsyncOpenAI(base_url=url + "/v1", api_key="bench", max_retries=0) as client:
+            return [list(await asyncio.gather(*(one(client) for _ in range(streams)))) for _ in range(rounds)]
+
+    found: list[list[Stream]] = _run(all_rounds)
+    return found
+
+
+def bench_serving(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
+    """SGLang's client as `bench_serving --max-concurrency N` runs it (a session and connection per request)."""
+    from sglang.benchmark import serving
+
+    async def one_round() -> list[Stream]:
+        inputs = [serving.RequestFuncInput(prompt="bench", api_url=url + "/v1/chat/completions", prompt_len=1,
+                                           output_len=tokens, model=f"rate:{rate:g}", lora_name="", image_data=None,
+                                           extra_request_body={}) for _ in range(streams)]
+        outputs = await asyncio.gather(*(serving.async_request_openai_chat_completions(i) for i in inputs))
+        found = []
+        for out in outputs:
+            if not out.success:
+                raise RuntimeError(f"bench_serving request failed: {out.error}")
+            first = out.start_time + out.ttft
+            times = [first]
+            for gap in out.itl:
+                times.append(times[-1] + gap)
+            found.append(Stream(out.start_time, tuple(times), out.generated_text))
+        return found
+
+    async def all_rounds() -> list[list[Stream]]:
+        return [await one_round() for _ in range(rounds)]
+
+    result: list[list[Stream]] = _run(all_rounds)
+    return result
+
+
+def _bench_serving_ready() -> str | None:
+    """None when SGLang's bench_serving client can run here, else why not."""
+    try:
+        from sglang.benchmark import serving
+    except ImportError as exc:
+        return f"not installed here ({exc}); run this benchmark with `tox -e sglang-cpu -- python {__file__}`"
+    serving.set_global_args(argparse.Namespace(disable_stream=False, disable_ignore_eos=False, print_requests=False,
+                                               return_logprob=False, header=None))
+    return None
+
+
+Client = Callable[[str, int, float, int, int], list[list[Stream]]]
+"""(url, streams, tok/s per stream, tokens, rounds) -> each round's streams."""
+
+
+# ---------------------------------------------------------------- what each round says about a client
+
+@dataclass(frozen=True)
+class Row:
+    error: float
+    ttft_overhead_ms: float
+    p99_delay_ms: float
+    cpu_us_per_token: float
+    core: float
+
+
+def _stamps(stream: Stream) -> tuple[float, list[float]]:
+    values = [float(s) for s in stream.text.split()]
+    return values[0], values[1:]
+
+
+def judge(found: list[Stream], cpu: float, wall: float, tokens_all: int) -> Row:
+    errors, overheads, delays = [], [], []
+    tokens = 0
+    for stream in found:
+        received, stamps = _stamps(stream)
+        if len(stream.times) != len(stamps):
+            raise RuntimeError(f"a client saw {len(stream.times)} content chunks for {len(stamps)} tokens")
+        tokens += len(stamps)
+        overheads.append((stream.times[0] - stream.sent) - (stamps[0] - received))
+        delays += [t - s for t, s in zip(stream.times, stamps, strict=True)]
+        if len(stamps) > 1:
+            measured = (len(stamps) - 1) / (stream.times[-1] - stream.times[0])
+            actual = (len(stamps) - 1) / (stamps[-1] - stamps[0])
+            errors.append(measured / actual - 1)
+    delays.sort()
+    return Row(statistics.median(errors) if errors else 0.0, statistics.median(overheads) * 1e3,
+               delays[min(len(delays) - 1, int(0.99 * len(delays)))] * 1e3, cpu / tokens_all * 1e6, cpu / wall)
+
+
+def measure(client: Client, url: str, streams: int, rate: float, tokens: int) -> Row:
+    """A warmup round (connections, imports, caches) and ROUNDS measured ones in one call, as a measurement runs;
+    the CPU figures cover the whole call, every round's tokens."""
+    cpu, wall = time.process_time(), perf_counter()
+    found = client(url, streams, rate, tokens, ROUNDS + 1)
+    cpu, wall = time.process_time() - cpu, perf_counter() - wall
+    measured = [stream for one in found[1:] for stream in one]
+    return judge(measured, cpu, wall, sum(len(s.times) for one in found for s in one))
+
+
+def ingest(client: Client, url: str, streams: int, tokens: int) -> tuple[float, float]:
+    """(tokens per second received, client core share) with the server writing as fast as it can."""
+    cpu, wall = time.process_time(), perf_counter()
+    found = client(url, streams, 0, tokens, 1)
+    wall, cpu = perf_counter() - wall, time.process_time() - cpu
+    total = sum(len(s.times) for s in found[0])
+    return total / wall, cpu / wall
+
+
+# ---------------------------------------------------------------- the run
+
+def _start_server() -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        proc.kill()
+        raise RuntimeError(f"the pacing server did not start (exit code {proc.wait(5)})")
+    return proc, f"http://127.0.0.1:{port}"
+
+
+def _cell(row: Row | str) -> str:
+    if isinstance(row, str):
+        return f"{row[:46]:>46}"
+    return (f"{row.error:>+8.2%} {row.ttft_overhead_ms:>7.2f} {row.p99_delay_ms:>7.2f} {row.cpu_us_per_token:>7.1f} "
+            f"{row.core:>6.0%}")
+
+
+def _print_rows(url: str, clients: dict[str, Client | str]) -> None:
+    head = f"{'streams':>7} {'tok/s':>6} |"
+    sub = f"{'':>7} {'':>6} |"
+    for name in clients:
+        head += f" {name:^46} |"
+        sub += f" {'tput err':>8} {'TTFT+ms':>7} {'p99 ms':>7} {'us/tok':>7} {'core':>6} |"
+    print(head)
+    print(sub)
+    for streams, rate in ROWS:
+        tokens = min(MAX_TOKENS, int(rate * DECODE_SECONDS))
+        line = f"{streams:>7} {rate:>6} |"
+        for client in clients.values():
+            line += " " + _cell(client if isinstance(client, str) else _attempt(client, url, streams, rate, tokens))
+            line += " |"
+        print(line, flush=True)
+
+
+def _attempt(client: Client, url: str, streams: int, rate: float, tokens: int) -> Row | str:
+    """The row, or why the client could not complete it (e.g. the `openai` package's 5 s connect timeout while
+    its loop is saturated)."""
+    try:
+        return measure(client, url, streams, rate, tokens)
+    except Exception as exc:  # a client that fails a row is a result, not the end of the benchmark
+        return f"failed: {type(exc).__name__}: {exc}"
+
+
+def _print_ingest(url: str, clients: dict[str, Client | str]) -> None:
+    print(f"\n{'ingest, server at full speed':<30} |" + "".join(f" {name:^22} |" for name in clients))
+    for streams, tokens in FLOOD:
+        line = f"{streams:>4} streams x {tokens:>7} tokens  |"
+        for client in clients.values():
+            if isinstance(client, str):
+                line += f" {'n/a':^22} |"
+                continue
+            try:
+                rate, core = ingest(client, url, streams, tokens)
+            except Exception as exc:  # as in _attempt
+                line += f" {'failed: ' + type(exc).__name__:^22} |"
+                continue
+            line += f" {rate:>10,.0f} tok/s {core:>5.0%} |"
+        print(line, flush=True)
+
+
+def main() -> None:
+    started = perf_counter()
+    unavailable = _bench_serving_ready()
+    clients: dict[str, Client | str] = {"ours": ours, "bench_serving": unavailable or bench_serving,
+                                        "openai": openai_package}
+    if unavailable:
+        print(f"bench_serving: {unavailable}\n")
+        clients["bench_serving"] = "not installed here (see above)"
+    proc, url = _start_server()
+    try:
+        _pin(1)
+        print(f"pacing server {url} (pid {proc.pid}), clients on another core; {ROUNDS} rounds after a warmup, "
+              f"medians; {DECODE_SECONDS:g} s of decode per row (at most {MAX_TOKENS} tokens), server TTFT "
+              f"{SERVER_TTFT * 1e3:g} ms\n")
+        _print_rows(url, clients)
+        _print_ingest(url, clients)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=5)
+    print(f"\n(done in {perf_counter() - started:.0f} s)")
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--serve", action="store_true", help="run the pacing server (internal)")
+    if parser.parse_args().serve:
+        serve()
+    else:
+        main()

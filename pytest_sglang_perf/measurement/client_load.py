@@ -1,0 +1,54 @@
+"""The client's own condition over a measurement (plain data; loop_lag.py measures it): how late its event loop
+ran callbacks, and how much of a core it used."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+LAG_LIMIT = 0.001
+"""A p99 lag above this (1 ms) says the client fell behind: its timestamps may be that late (docs/concurrency.md)."""
+
+
+@dataclass(frozen=True)
+class ClientLoad:
+    """The client's own condition over one measurement."""
+
+    lag_p50: float
+    lag_p99: float
+    lag_max: float
+    """Seconds a callback queued on the loop waited before it ran."""
+    probes: int
+    cpu_share: float
+    """The measuring process's CPU time / wall time (1.0 = one core busy)."""
+    seconds: float
+
+    @property
+    def behind(self) -> bool:
+        return self.lag_p99 > LAG_LIMIT
+
+    def describe(self) -> str:
+        """`client lag p50/p99/max 0.02/0.09/0.4 ms, 12% of a core`."""
+        lags = "/".join(f"{v * 1000:.2f}" for v in (self.lag_p50, self.lag_p99, self.lag_max))
+        return f"client lag p50/p99/max {lags} ms, {self.cpu_share:.0%} of a core"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"lag_p50": self.lag_p50, "lag_p99": self.lag_p99, "lag_max": self.lag_max, "probes": self.probes,
+                "cpu_share": self.cpu_share, "seconds": self.seconds}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> ClientLoad:
+        return cls(lag_p50=float(data["lag_p50"]), lag_p99=float(data["lag_p99"]), lag_max=float(data["lag_max"]),
+                   probes=int(data["probes"]), cpu_share=float(data["cpu_share"]), seconds=float(data["seconds"]))
+
+
+def combined(loads: list[ClientLoad]) -> ClientLoad | None:
+    """Several rounds' loads as one: the worst lags, the CPU share over the whole time."""
+    if not loads:
+        return None
+    seconds = sum(load.seconds for load in loads)
+    return ClientLoad(lag_p50=max(load.lag_p50 for load in loads), lag_p99=max(load.lag_p99 for load in loads),
+                      lag_max=max(load.lag_max for load in loads), probes=sum(load.probes for load in loads),
+                      cpu_share=sum(load.cpu_share * load.seconds for load in loads) / seconds if seconds else 0.0,
+                      seconds=seconds)

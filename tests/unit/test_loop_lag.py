@@ -1,0 +1,61 @@
+"""The client's own condition: its event loop's lag, measured by queued probes, and its CPU share
+(measurement/loop_lag.py); a result whose client fell behind says so in the load section (load_views.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from pytest_sglang_perf.load_views import load_lines
+from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
+from pytest_sglang_perf.measurement.loop_lag import LagMonitor
+from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.samples import Sample
+from pytest_sglang_perf.measurement.stats import Summary
+
+
+async def _busy_then_idle(block: float) -> ClientLoad:
+    async with LagMonitor(every=0.002) as monitor:
+        await asyncio.sleep(0.05)
+        stuck = time.perf_counter() + block
+        while time.perf_counter() < stuck:  # the loop is stuck, busy: a probe queued meanwhile waits it out
+            pass
+        await asyncio.sleep(0.05)
+    assert monitor.load is not None
+    return monitor.load
+
+
+def test_a_blocked_loop_shows_as_lag_and_an_idle_one_does_not() -> None:
+    idle = asyncio.run(_busy_then_idle(0.0))  # a busy host delays it too: no absolute bound for the idle loop
+    blocked = asyncio.run(_busy_then_idle(0.03))
+    assert blocked.lag_max >= 0.02 and blocked.behind and blocked.lag_max > idle.lag_max
+    assert idle.probes >= 10
+    assert idle.cpu_share < blocked.cpu_share <= 1.5  # the busy wait is the client's own CPU time
+    assert ClientLoad.from_dict(blocked.to_dict()) == blocked
+
+
+def test_rounds_combine_to_the_worst_lag_and_the_overall_cpu_share() -> None:
+    a = ClientLoad(0.0001, 0.0002, 0.0003, 10, 0.5, 1.0)
+    b = ClientLoad(0.0002, 0.004, 0.009, 30, 0.1, 3.0)
+    both = combined([a, b])
+    assert both is not None and (both.lag_p99, both.lag_max, both.probes) == (0.004, 0.009, 40)
+    assert both.cpu_share == pytest.approx(0.2)
+    assert combined([]) is None
+
+
+def test_a_result_whose_client_fell_behind_is_listed_with_a_warning() -> None:
+    sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
+    params = RequestParams("p", 100, 0.6, 0, 1, 0)
+    result = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
+                    client=ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0))
+    lines = " ".join(" ".join(load_lines([("t.py::t", result)], simulated=False)).split())
+    assert ("t.py::t [v]: one stream x 1 requests: 100.0 tok/s; client lag p50/p99/max 0.50/3.00/4.00 ms, 90% of a "
+            "core; THE CLIENT FELL BEHIND (lag p99 above 1 ms): these timings include its own delay") in lines
+    brief = " ".join(" ".join(load_lines([("t.py::t", result)], simulated=False, verbose=False)).split())
+    assert brief == ("sglang-perf: the client fell behind in 1 one-stream cell(s) (event-loop lag p99 above 1 ms): "
+                     "their timings include its own delay (-v names them)")
+    calm = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
+                  client=ClientLoad(0.00001, 0.0001, 0.0002, 100, 0.1, 1.0))
+    assert load_lines([("t.py::t", calm)], simulated=False) == []
