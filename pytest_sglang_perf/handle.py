@@ -106,10 +106,10 @@ class SGLangPerf:
         __tracebackhide__ = True
         goal = self._slo(slo)
         if isinstance(concurrency, list | tuple):
-            levels = self._levels(concurrency)
-            return Sweep(tuple(self._measure(self._params(prompt, max_tokens, temperature, repeats, warmup, seed,
-                                                          ignore_eos, prefix_cache, level, goal))
-                               for level in levels))
+            # every level resolved ("max" included) before the first request: a bad level costs no measurement
+            plan = [self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos, prefix_cache,
+                                 level, goal) for level in self._levels(concurrency)]
+            return Sweep(tuple(self._measure(params) for params in plan))
         level = self._levels(concurrency)[0]
         return self._measure(self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos,
                                           prefix_cache, level, goal))
@@ -144,7 +144,7 @@ class SGLangPerf:
         """The adaptive plan's stopping rule for this test's cell; None for a fixed plan."""
         if params.max_repeats is None:
             return None
-        return self._session.decider(self.test_id, self.variant.name, params)
+        return self._session.decider(self.test_id + params.cell_suffix, self.variant.name, params)
 
     def _measure(self, params: RequestParams) -> Result:
         __tracebackhide__ = True

@@ -18,6 +18,7 @@ from pytest_sglang_perf.baseline_tools.project import ToolError, plural, read_di
 from pytest_sglang_perf.config.settings import Settings
 from pytest_sglang_perf.gate.baseline import EntryKey
 from pytest_sglang_perf.gate.baseline_parse import BaselineFile
+from pytest_sglang_perf.gate.cell_ids import collected_test
 from pytest_sglang_perf.gate.store import BaselineStore
 from pytest_sglang_perf.wrapping import wrap_lines
 
@@ -67,7 +68,7 @@ def stale_entries(files: Sequence[BaselineFile], tests: Collection[str], variant
         for (test_id, variant) in sorted(baseline.entries):
             if variant not in variants:
                 why = f"variant {variant!r} is not in the configuration (variants: {', '.join(variants)})"
-            elif test_id not in tests:
+            elif collected_test(test_id) not in tests:
                 why = "pytest no longer collects this test"
             else:
                 continue

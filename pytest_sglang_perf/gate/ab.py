@@ -19,8 +19,11 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_sglang_perf.gate.statistics import log_difference
 from pytest_sglang_perf.gate.terminal import SIMULATED
+from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
+from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
+from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_values
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.result import Result
@@ -35,7 +38,8 @@ BEFORE_AFTER_FOOTNOTE = ("note: each side is one session (one server boot per va
 
 @dataclass(frozen=True)
 class CellSamples:
-    """One test x variant's per-request metric values (Sample.metrics() of each raw sample)."""
+    """One test x variant's metric values, as the gate computes them from the raw samples (measurement/values.py):
+    per request for one stream, per round at concurrency N."""
 
     test_id: str
     variant: str
@@ -44,19 +48,22 @@ class CellSamples:
     """Per metric, one value per request that has it (e.g. no tpot for a one-token completion)."""
     prompt_hash: str | None = None
     """The request's prompt hash when known: samples of different prompts are not compared."""
+    streams: int = 1
+    """Streams sent at once: cells of different concurrency are not compared (e.g. `@cmax` of two variants whose
+    request caps differ)."""
 
     @classmethod
     def from_samples(cls, test_id: str, variant: str, simulated: bool, samples: Sequence[Sample],
-                     prompt_hash: str | None = None) -> CellSamples:
-        per_request = [s.metrics() for s in samples]
-        names = dict.fromkeys(name for m in per_request for name in m)
-        values = {name: tuple(m[name] for m in per_request if name in m) for name in names}
-        return cls(test_id, variant, simulated, values, prompt_hash)
+                     prompt_hash: str | None = None, *, streams: int = 1, slo: Slo | None = None) -> CellSamples:
+        values = {name: found for name, found in metric_values(samples, None, None, slo).items()
+                  if name not in BOOT_METRICS}
+        return cls(test_id, variant, simulated, values, prompt_hash, streams)
 
     @classmethod
     def from_result(cls, test_id: str, result: Result) -> CellSamples:
         """A session's measurement (session.results[(test_id, variant)])."""
-        return cls.from_samples(test_id, result.variant, result.simulated, result.samples, result.prompt_hash)
+        return cls.from_samples(test_id, result.variant, result.simulated, result.samples, result.prompt_hash,
+                                streams=result.params.concurrency, slo=result.params.slo)
 
     @classmethod
     def from_results_cell(cls, data: Mapping[str, Any]) -> CellSamples:
@@ -69,7 +76,19 @@ class CellSamples:
             raise ValueError("'simulated' must be true or false and 'samples' a list")
         if prompt_hash is not None and not isinstance(prompt_hash, str):
             raise ValueError("'prompt_hash' must be a string or null")
-        return cls.from_samples(test_id, variant, simulated, _samples(samples), prompt_hash)
+        streams, slo = _load(data.get("params"))
+        return cls.from_samples(test_id, variant, simulated, _samples(samples), prompt_hash, streams=streams, slo=slo)
+
+
+def _load(params: object) -> tuple[int, Slo | None]:
+    """A results cell's concurrency and SLO from its `params` (absent: one stream, no SLO)."""
+    if not isinstance(params, Mapping):
+        return 1, None
+    try:
+        settings = RequestSettings.from_dict(params)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"'params' is not a request's settings: {exc}") from None
+    return settings.concurrency, settings.slo
 
 
 def _samples(raw: Sequence[Any]) -> list[Sample]:
@@ -147,6 +166,8 @@ def _pair_lines(label: str, sides: tuple[CellSamples | None, CellSamples | None]
         return [f"  {label}: n/a (no result in {names[0] if reference is None else names[1]})"]
     if reference.prompt_hash and measured.prompt_hash and reference.prompt_hash != measured.prompt_hash:
         return [f"  {label}: n/a (different prompts: {reference.prompt_hash} vs {measured.prompt_hash})"]
+    if reference.streams != measured.streams:
+        return [f"  {label}: n/a (different concurrency: {reference.streams} vs {measured.streams} streams)"]
     if not reference.values or not measured.values:
         return [f"  {label}: n/a (no samples {_where(reference, measured, names)})"]
     return [f"  {label}: {_metric_text(name, (reference.values, measured.values), names, confidence)}"

@@ -11,10 +11,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.identity import CellIdentity
+from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.result import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
@@ -89,13 +90,15 @@ class BaselineEntry:
         summary = self.summaries.get(name)
         return None if summary is None else summary.median
 
-    def boot_values(self) -> dict[str, list[list[float]]]:
-        """Each metric's values grouped by boot (the statistics' reference); a metric every boot has."""
+    def boot_values(self, slo: Slo | Literal["recorded"] | None = "recorded") -> dict[str, list[list[float]]]:
+        """Each metric's values grouped by boot (the statistics' reference); a metric every boot has. Goodput is
+        judged by `slo` ("recorded": the SLO the entry was recorded with; None: no goodput)."""
+        objectives = self.params.slo if slo == "recorded" else slo
         grouped: dict[str, list[list[float]]] = {}
         start = 0
         for boot in self.boot_records():
             values = metric_values(self.samples[start:start + boot.samples], boot.boot_seconds,
-                                   boot.graph_capture_seconds, self.params.slo)
+                                   boot.graph_capture_seconds, objectives)
             start += boot.samples
             for name, found in values.items():
                 grouped.setdefault(name, []).append(list(found))

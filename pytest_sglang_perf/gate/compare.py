@@ -149,9 +149,22 @@ def check_metric(name: str, baseline: BootValues | None, measured: Sequence[floa
     stats = log_difference(baseline, measured)
     p_worse = None if stats is None else _p_worse(spec, stats)
     verdict = _verdict(spec, old, median, change, tolerance, stats, policy)
+    note = None
+    if (spec.zero_is_a_value and stats is None and verdict in (Verdict.REGRESSED, Verdict.IMPROVED)
+            and _zeros_among(baseline, measured)):
+        # e.g. goodput: a round in which no request met the SLO is 0, and a log-scale test cannot take it. With
+        # several samples that is not "too few to test": a change without evidence is never a verdict.
+        verdict = Verdict.INCONCLUSIVE if verdict is Verdict.REGRESSED else Verdict.OK
+        note = f"{name}: no statistical test (a value of 0 among the samples)"
     return MetricCheck(name, spec.unit, old, median, change, tolerance, verdict, p_value=p_worse,
                        detectable=_detectable(stats, policy), method=None if stats is None else stats.method,
-                       n=len(measured))
+                       n=len(measured), note=note)
+
+
+def _zeros_among(baseline: BootValues, measured: Sequence[float]) -> bool:
+    """Several samples on both sides, some of them not > 0."""
+    reference = [v for boot in baseline for v in boot]
+    return len(reference) >= 2 and len(measured) >= 2 and min(*reference, *measured) <= 0
 
 
 def _detectable(stats: LogDifference | None, policy: GatePolicy) -> float | None:

@@ -15,7 +15,6 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.result import RequestSettings
 
@@ -53,16 +52,14 @@ class CellIdentity:
     prefix_cache: str = COLD
     """"cold" or "warm" (measurement/prefix_cache.py); "unknown" in entries recorded before it was kept."""
     concurrency: int = 1
-    """Streams sent at once (measurement/concurrency.py): batched decode is another thing than one stream's."""
-    slo: Mapping[str, float] = field(default_factory=lambda: MappingProxyType({}))
-    """The goodput objectives in seconds (`{"ttft": 0.2}`); empty without an SLO."""
+    """Streams sent at once (measurement/concurrency.py): batched decode is another thing than one stream's. The
+    SLO is not part of the identity: goodput is recomputed from the baseline's samples under the run's SLO."""
 
     @classmethod
     def of(cls, prompt_hash: str, request: RequestSettings, server: ServerIdentity) -> CellIdentity:
         return cls(prompt_hash, request.max_tokens, request.temperature, request.seed, request.ignore_eos,
                    server.model, server.model_config, server.gpus, MappingProxyType(dict(server.args)),
-                   request.prefix_cache, request.concurrency,
-                   MappingProxyType({} if request.slo is None else request.slo.to_dict()))
+                   request.prefix_cache, request.concurrency)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -70,7 +67,6 @@ class CellIdentity:
             "seed": self.seed, "ignore_eos": self.ignore_eos, "prefix_cache": self.prefix_cache,
             "model": self.model, "model_config": self.model_config, "gpus": self.gpus, "args": dict(self.args),
             **({"concurrency": self.concurrency} if self.concurrency != 1 else {}),
-            **({"slo": dict(self.slo)} if self.slo else {}),
         }
 
     @classmethod
@@ -87,7 +83,6 @@ class CellIdentity:
             args=MappingProxyType(dict(args)),
             prefix_cache=_typed(data, "prefix_cache", str) if "prefix_cache" in data else UNKNOWN,
             concurrency=_typed(data, "concurrency", int) if "concurrency" in data else 1,
-            slo=MappingProxyType(Slo.from_dict(_typed(data, "slo", dict)).to_dict() if "slo" in data else {}),
         )
 
 
@@ -117,8 +112,6 @@ def differences(baseline: CellIdentity, current: CellIdentity,
         old, new = getattr(baseline, name), getattr(current, name)
         if old != new:
             out.append(f"{label} {_text(old)} -> {_text(new)}")
-    if dict(baseline.slo) != dict(current.slo):
-        out.append(f"slo {_slo_text(baseline.slo)} -> {_slo_text(current.slo)}")
     if baseline.prefix_cache != current.prefix_cache:
         out.append(_prefix_cache_change(baseline.prefix_cache, current.prefix_cache))
     if baseline.model_config != current.model_config:
@@ -137,10 +130,6 @@ def _prefix_cache_change(old: str, new: str) -> str:
         return (change + " (recorded before the prefix cache was controlled: on SGLang those requests hit the cache "
                 "the warmup filled; refresh the baseline)")
     return change
-
-
-def _slo_text(slo: Mapping[str, float]) -> str:
-    return Slo.from_dict(slo).describe() if slo else "none"
 
 
 def _text(value: object) -> str:

@@ -26,6 +26,7 @@ from pytest_sglang_perf.gate.compare import (
 from pytest_sglang_perf.gate.efficiency import judged_efficiency, with_efficiency
 from pytest_sglang_perf.gate.identity import CellIdentity, differences
 from pytest_sglang_perf.gate.store import BaselineStore
+from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import metric
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_coverage, missing_coverage
@@ -106,7 +107,8 @@ class Judge:
     def judge(self, test_id: str, result: Result, place: CellPlace) -> Cell:
         """The cell's checks against its comparable baseline (NEW checks without one)."""
         found = self.comparable(test_id, result.variant, place)
-        reference = None if found.entry is None else reference_values(found.entry, gate=self.efficiency_gate)
+        reference = None if found.entry is None else reference_values(found.entry, gate=self.efficiency_gate,
+                                                                      slo=result.params.slo)
         checks = check_all(result.values, reference, self._tolerances(result.values), self.policy)
         if self.efficiency_gate:
             checks = judged_efficiency(checks, None if found.entry is None else found.entry.roofline,
@@ -124,7 +126,8 @@ class Judge:
         (a new baseline): once the samples could detect a change of the tolerance, whatever the old baseline."""
         def decided(result: Result) -> bool:
             entry = None if recording else self.comparable(test_id, result.variant, place).entry
-            reference = None if entry is None else reference_values(entry, gate=self.efficiency_gate)
+            reference = None if entry is None else reference_values(entry, gate=self.efficiency_gate,
+                                                                    slo=result.params.slo)
             return all(settled(name, values, None if reference is None else reference.get(name),
                                self._tolerance(name), self.policy)
                        for name, values in result.values.items() if name not in BOOT_METRICS)
@@ -135,10 +138,12 @@ class Judge:
         return {name: self._tolerance(name) for name in values}
 
 
-def reference_values(entry: BaselineEntry, *, gate: bool) -> dict[str, BootValues]:
+def reference_values(entry: BaselineEntry, *, gate: bool, slo: Slo | None = None) -> dict[str, BootValues]:
     """The entry's values per boot; with the optional gate on (gate/efficiency.py), its share of the bandwidth
-    ceiling it was recorded against too, so that a run without a ceiling shows the metric as not measured."""
-    values = entry.boot_values()
+    ceiling it was recorded against too, so that a run without a ceiling shows the metric as not measured. Goodput
+    is the baseline's samples judged by the run's SLO (`slo`; none: no goodput), so a changed SLO compares like with
+    like without making the cell stale."""
+    values = entry.boot_values(slo)
     return with_efficiency(values, entry.roofline) if gate else dict(values)
 
 

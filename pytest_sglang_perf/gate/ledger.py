@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any
 
 from pytest_sglang_perf.gate.baseline import BaselineEntry, EntryKey, age_seconds
+from pytest_sglang_perf.gate.cell_ids import collected_test
 
 _DAY = 86400.0
 
@@ -64,7 +65,8 @@ class Ledger:
 
     def unused(self, collected: Set[EntryKey]) -> list[EntryKey]:
         """Entries of the files this session used that none of its collected tests (test id, variant) is for."""
-        return sorted({cell for cells in self.files.values() for cell in cells} - set(collected))
+        return sorted(cell for cells in self.files.values() for cell in cells
+                      if (collected_test(cell[0]), cell[1]) not in collected)
 
     def to_dict(self, collected: Set[EntryKey]) -> dict[str, Any]:
         return {

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from pytest_sglang_perf.gate.cell_ids import collected_test
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck, Verdict
 from pytest_sglang_perf.gate.errored import ErroredVariant
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
@@ -273,7 +274,8 @@ def _underpowered(cells: Sequence[Cell], *, full: bool = True) -> list[str]:
         if weak:
             what = ", ".join(f"{c.metric} >= {c.detectable * 100:.1f}% (tolerance {c.allowed * 100:.1f}%)"
                              for c in weak if c.detectable is not None)
-            lines.append(f"warning: {cell.test_id} [{cell.variant}]: {weak[0].n} requests detect only changes of "
+            unit = "rounds" if collected_test(cell.test_id) != cell.test_id else "requests"  # a concurrency level
+            lines.append(f"warning: {cell.test_id} [{cell.variant}]: {weak[0].n} {unit} detect only changes of "
                          f'{what}; {_MEASURE_MORE}')
     if full or len(lines) < 2:
         return lines

@@ -26,6 +26,9 @@ class Metric:
     abs_floor: float
     """Changes smaller than this, in the metric's unit, never count (timer and scheduler noise)."""
     description: str
+    zero_is_a_value: bool = False
+    """A sample of 0 is an ordinary value (goodput of a round where no request met the SLO), not a broken one: with
+    zeros among several samples there is no log-scale test, and a change is never a verdict on its median alone."""
 
     @property
     def higher_is_better(self) -> bool:
@@ -36,9 +39,9 @@ class Metric:
         return -change if self.direction is Direction.HIGHER_IS_BETTER else change
 
 
-def _m(name: str, unit: str, higher: bool, tol: float, floor: float, text: str) -> Metric:
+def _m(name: str, unit: str, higher: bool, tol: float, floor: float, text: str, *, zero: bool = False) -> Metric:
     direction = Direction.HIGHER_IS_BETTER if higher else Direction.LOWER_IS_BETTER
-    return Metric(name, unit, direction, tol, floor, text)
+    return Metric(name, unit, direction, tol, floor, text, zero)
 
 
 METRICS: Mapping[str, Metric] = MappingProxyType(
@@ -51,7 +54,7 @@ METRICS: Mapping[str, Metric] = MappingProxyType(
             _m("request_throughput", "req/s", True, 0.05, 0.0,
                "concurrency N only: N / a round's wall time (first send -> last token)"),
             _m("goodput", "req/s", True, 0.10, 0.0,
-               "with an SLO only: a round's requests that met every objective / its wall time"),
+               "with an SLO only: a round's requests that met every objective / its wall time", zero=True),
             _m("decode_throughput", "tok/s", True, 0.05, 0.0,
                "tokens after the first / (last token time - first token time)"),
             _m("ttft", "s", False, 0.10, 0.002, "request sent -> first content token received"),

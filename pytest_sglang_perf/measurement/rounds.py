@@ -18,6 +18,7 @@ import orjson
 from pytest_sglang_perf.measurement.client import (
     CHAT_PATH,
     ChatRequest,
+    RequestFailed,
     StreamRecord,
     request_headers,
     run_sync,
@@ -74,4 +75,25 @@ def run_rounds(base_url: str, requests: Sequence[ChatRequest], *, count: int, wa
     if count < 1 or warmup < 0 or not requests:
         raise ValueError(f"run_rounds needs count >= 1, warmup >= 0 and a request, got count={count} "
                          f"warmup={warmup} requests={len(requests)}")
+    _enough_files(len(requests))
     return run_sync(lambda: _run_rounds(base_url, requests, count, warmup, api_key, flush, loads))
+
+
+_SPARE_FILES = 64
+"""Open files a round leaves for everything else (logs, pipes, the flush's connection)."""
+
+
+def _enough_files(streams: int) -> None:
+    """Raise the soft limit of open files to what `streams` sockets need (a stream that cannot open its socket
+    would read as "cannot connect": the server blamed for the client's limit); fail clearly when the hard limit is
+    too low."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = streams + _SPARE_FILES
+    if soft == resource.RLIM_INFINITY or soft >= need:
+        return
+    if hard != resource.RLIM_INFINITY and hard < need:
+        raise RequestFailed(f"{streams} streams at once need about {need} open files, and this process may open "
+                            f"at most {hard} (ulimit -n): raise the limit or measure fewer streams")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))

@@ -7,7 +7,11 @@ import pytest
 
 from pytest_sglang_perf.config.request import parse_slo
 from pytest_sglang_perf.config.units import parse_latency
+from pytest_sglang_perf.gate.ab import CellSamples, ab_lines
+from pytest_sglang_perf.gate.cell_ids import collected_test
+from pytest_sglang_perf.gate.compare import Verdict, check_metric
 from pytest_sglang_perf.gate.identity import CellIdentity, ServerIdentity, differences
+from pytest_sglang_perf.gate.ledger import Ledger
 from pytest_sglang_perf.measurement.concurrency import (
     MAX_STREAMS,
     Slo,
@@ -105,15 +109,31 @@ def test_slo_parsing() -> None:
     assert Slo(ttft=0.2, tpot=0.05).describe() == "ttft <= 200 ms, tpot <= 50 ms"
 
 
-def test_concurrency_and_slo_are_part_of_the_identity_and_named_when_they_change() -> None:
+def test_concurrency_is_part_of_the_identity_and_the_slo_is_not() -> None:
     server = ServerIdentity("m", None, "cpu", {})
     one = CellIdentity.of("h", RequestSettings(64, 0.6, 0, 3, 1), server)
     four = CellIdentity.of("h", RequestSettings(64, 0.6, 0, 3, 1, concurrency=4, slo=Slo(ttft=0.2)), server)
-    assert differences(one, four) == ["concurrency 1 -> 4", "slo none -> ttft <= 200 ms"]
+    assert differences(one, four) == ["concurrency 1 -> 4"]
     assert "concurrency" not in one.to_dict()  # a one-stream entry reads as before concurrency existed
     assert CellIdentity.from_dict(four.to_dict()) == four
+    with_slo = CellIdentity.of("h", RequestSettings(64, 0.6, 0, 3, 1, slo=Slo(ttft=0.2)), server)
+    assert with_slo == one  # adding an SLO keeps every baseline comparable
     settings = RequestSettings(64, 0.6, 0, 3, 1, concurrency=4, slo=Slo(tpot=0.05))
     assert RequestSettings.from_dict(settings.to_dict()) == settings
+
+
+def test_a_goodput_of_zero_is_never_a_verdict_without_a_test() -> None:
+    """A round where no request met the SLO is 0: no log-scale test, so a drop is inconclusive, not regressed."""
+    check = check_metric("goodput", [[4.0, 5.0, 5.0, 5.1, 4.9]], [5.0, 4.3, 0.0, 1.0, 0.5], 0.10)
+    assert check.verdict is Verdict.INCONCLUSIVE and check.note == "goodput: no statistical test (a value of 0 " \
+        "among the samples)"
+    assert check_metric("goodput", [[4.0]], [2.0], 0.10).verdict is Verdict.REGRESSED  # one sample: as any metric
+
+
+def test_a_levels_cell_belongs_to_its_collected_test() -> None:
+    assert collected_test("t.py::test_x@c16") == "t.py::test_x"
+    assert collected_test("t.py::test_x[512]@cmax") == "t.py::test_x[512]"
+    assert collected_test("t.py::test_x[a@c1]") == "t.py::test_x[a@c1]"
 
 
 def test_max_is_the_servers_cap_over_its_dp_ranks() -> None:
@@ -128,3 +148,19 @@ def test_max_is_the_servers_cap_over_its_dp_ranks() -> None:
         max_streams("v", {}, logged, 16)
     with pytest.raises(ValueError, match="reported no request cap"):
         max_streams("v", {}, None, 64)
+
+
+def test_unused_entries_count_a_levels_cell_as_its_tests() -> None:
+    ledger = Ledger(mode=None)
+    ledger.files["k"] = {("t.py::test_x@c16", "default"), ("t.py::gone@c4", "default")}
+    assert ledger.unused({("t.py::test_x", "default")}) == [("t.py::gone@c4", "default")]
+
+
+def test_ab_compares_rounds_and_refuses_different_concurrency() -> None:
+    rounds = [_sample(0.1, 1.0, round_index=r, start=0.01 * k) for r in range(3) for k in range(4)]
+    four = CellSamples.from_samples("t.py::t@cmax", "a", False, rounds, "h", streams=4)
+    assert four.values["output_throughput"] == pytest.approx(round_values(rounds, None)["output_throughput"])
+    assert len(four.values["request_throughput"]) == 3  # one per round, as the gate has them
+    eight = CellSamples.from_samples("t.py::t@cmax", "b", False, rounds, "h", streams=8)
+    lines = ab_lines([four, eight], reference="a")
+    assert "  b vs a: n/a (different concurrency: 4 vs 8 streams)" in lines
