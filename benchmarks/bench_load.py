@@ -1,6 +1,7 @@
-"""The measuring client under load, side by side: ours, SGLang's own `bench_serving` client and the `openai` package.
+"""The measuring client under load, side by side: ours (and the same rounds through aiohttp), SGLang's own
+`bench_serving` client and the `openai` package.
 
-    tox -e sglang-cpu -- python benchmarks/bench_load.py        (2-4 minutes; bench_serving needs SGLang installed)
+    tox -e sglang-cpu -- python benchmarks/bench_load.py        (5-7 minutes; bench_serving needs SGLang installed)
     python benchmarks/bench_load.py                              (ours and openai only, in the dev environment)
 
 A pacing server (a subprocess pinned to one core; the clients run pinned to the other) streams SGLang 0.5.23's chat
@@ -37,7 +38,7 @@ from typing import Any
 import orjson
 
 from pytest_sglang_perf.measurement.client import ChatRequest
-from pytest_sglang_perf.measurement.rounds import run_rounds
+from pytest_sglang_perf.measurement.rounds import Reader, run_rounds
 
 ROWS = ((1, 100), (1, 1_000), (1, 20_000), (16, 1_000), (64, 1_000), (64, 250), (128, 500), (256, 250))
 """(streams, tok/s per stream): up to 64,000 tok/s in all, what the targets ask of one core."""
@@ -194,10 +195,15 @@ def _request(rate: float, tokens: int) -> ChatRequest:
                        spec_details=False, cache_details=False, timeout=300.0)
 
 
-def ours(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
-    """The plugin's concurrent rounds, as a measurement sends them (one session, kept-alive connections)."""
-    found = run_rounds(url, [_request(rate, tokens)] * streams, count=rounds, warmup=0)
+def ours(url: str, streams: int, rate: float, tokens: int, rounds: int, reader: Reader = "wire") -> list[list[Stream]]:
+    """The plugin's concurrent rounds, as a measurement sends them (measurement/rounds.py)."""
+    found = run_rounds(url, [_request(rate, tokens)] * streams, count=rounds, warmup=0, reader=reader)
     return [[Stream(r.sent_at, tuple(r.sent_at + t for t in r.chunk_times), r.text) for r in one] for one in found]
+
+
+def ours_aiohttp(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
+    """The same rounds read through aiohttp's client, as the plugin did before its bare-connection reader."""
+    return ours(url, streams, rate, tokens, rounds, reader="aiohttp")
 
 
 def openai_package(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
@@ -386,8 +392,8 @@ def _print_ingest(url: str, clients: dict[str, Client | str]) -> None:
 def main() -> None:
     started = perf_counter()
     unavailable = _bench_serving_ready()
-    clients: dict[str, Client | str] = {"ours": ours, "bench_serving": unavailable or bench_serving,
-                                        "openai": openai_package}
+    clients: dict[str, Client | str] = {"ours": ours, "ours via aiohttp": ours_aiohttp,
+                                        "bench_serving": unavailable or bench_serving, "openai": openai_package}
     if unavailable:
         print(f"bench_serving: {unavailable}\n")
         clients["bench_serving"] = "not installed here (see above)"

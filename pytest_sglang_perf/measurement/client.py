@@ -1,9 +1,12 @@
-"""A lean streaming chat client: aiohttp + orjson (on uvloop when importable), timed per read.
+"""A lean streaming chat client: the request, what a stream delivered, and why a request failed; orjson, on uvloop
+when importable, timed per read.
 
 Why not the `openai` package: it builds a pydantic object per chunk (~70 µs) and falls behind above ~10 k
-tok/s; see docs/client-measurement.md. This client takes one `perf_counter()` per socket read
-before any parsing, splits SSE events on blank lines, parses in the loop and keeps flat lists of floats.
-Every failed, truncated or short request raises `RequestFailed`; nothing is silently dropped.
+tok/s; see docs/client-measurement.md. A reader takes one `perf_counter()` per socket read before any parsing,
+splits SSE events on blank lines and feeds them to a `StreamAccumulator`, which keeps flat lists of floats.
+Measurements read with the bare-connection reader (wire.py, through rounds.py; `run_requests` is a round of one
+stream); `send_one` here is the aiohttp reader, kept for the side-by-side benchmark. Every failed, truncated or
+short request raises `RequestFailed`; nothing is silently dropped.
 """
 
 from __future__ import annotations
@@ -20,7 +23,6 @@ import orjson
 
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.measurement.client_load import ClientLoad
-from pytest_sglang_perf.measurement.loop_lag import LagMonitor
 from pytest_sglang_perf.measurement.samples import Sample
 
 if TYPE_CHECKING:
@@ -329,26 +331,6 @@ def request_headers(api_key: str | None) -> dict[str, str]:
     return headers
 
 
-async def _run_all(base_url: str, request: ChatRequest, count: int, warmup: int, api_key: str | None,
-                   flush: CacheFlush | None, loads: list[ClientLoad] | None) -> list[StreamRecord]:
-    url = base_url.rstrip("/") + CHAT_PATH
-    body = orjson.dumps(request.body())
-    timeout = aiohttp.ClientTimeout(total=request.timeout)
-    connector = aiohttp.TCPConnector(limit=1)
-    records: list[StreamRecord] = []
-    async with LagMonitor() as monitor, aiohttp.ClientSession(
-            connector=connector, timeout=timeout, headers=request_headers(api_key), auto_decompress=False) as session:
-        for index in range(warmup + count):
-            if flush is not None:
-                await flush.run(session, base_url)
-            record = await send_one(session, url, body, request)
-            if index >= warmup:
-                records.append(record)
-    if loads is not None and monitor.load is not None:
-        loads.append(monitor.load)
-    return records
-
-
 def _loop_factory() -> Callable[[], asyncio.AbstractEventLoop]:
     try:
         import uvloop
@@ -378,11 +360,14 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
 
 def run_requests(base_url: str, request: ChatRequest, *, count: int, warmup: int, api_key: str | None = None,
                  flush: CacheFlush | None = None, loads: list[ClientLoad] | None = None) -> list[StreamRecord]:
-    """Send `warmup` + `count` identical streamed requests one after another over one kept-alive
-    connection; return the last `count` records. With `flush`, POST /flush_cache (untimed) before each request.
-    With `loads`, the client's own condition over the whole call (loop_lag.py) is appended to it.
-    Raises RequestFailed on the first bad request (CacheFlushFailed on a failed flush)."""
+    """Send `warmup` + `count` identical streamed requests one after another (each on a connection of its own,
+    opened before it is sent: rounds.py with one stream); return the last `count` records. With `flush`, POST
+    /flush_cache (untimed) before each request. With `loads`, the client's own condition over the whole call
+    (loop_lag.py) is appended to it. Raises RequestFailed on the first bad request (CacheFlushFailed on a failed
+    flush)."""
+    from pytest_sglang_perf.measurement.rounds import run_rounds
+
     if count < 1 or warmup < 0:
         raise ValueError(f"run_requests needs count >= 1 and warmup >= 0, got count={count} warmup={warmup}")
-    return run_sync(lambda: _run_all(base_url, request, count, warmup, api_key, flush, loads))
-
+    rounds = run_rounds(base_url, [request], count=count, warmup=warmup, api_key=api_key, flush=flush, loads=loads)
+    return [streams[0] for streams in rounds]

@@ -1,0 +1,255 @@
+"""A streamed chat request on a bare asyncio connection: the reader behind every measurement (rounds.py; one stream
+is a round of one).
+
+Each read is handled in the protocol's `data_received` callback: one `perf_counter()` first, then HTTP/1.1 chunked
+decoding (an index walk over the read, however many chunks it holds) and one SSE split per read, into the same
+`StreamAccumulator` the aiohttp reader (client.py) feeds, so both judge a stream alike. There is no response object,
+stream reader, async iterator or task wake-up per read: measured side by side (docs/client-measurement.md), this
+reader's TTFT overhead is about half of aiohttp's, and it falls behind later at 128-256 streams. It speaks only what
+SGLang's server answers: a status line and headers, then a chunked (or Content-Length, or read-until-close) body.
+
+Each stream gets a connection of its own, opened before its first request (untimed) and kept alive for the next
+ones; the request is one pre-built write. A stream that fails raises the same `RequestFailed` reasons as the aiohttp
+reader.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+from time import perf_counter
+from typing import cast
+from urllib.parse import urlsplit
+
+from pytest_sglang_perf.measurement.client import (
+    CHAT_PATH,
+    ERROR_BODY_LIMIT,
+    ChatRequest,
+    RequestFailed,
+    StreamAccumulator,
+    StreamRecord,
+    broken_failure,
+    clip_line,
+    connect_failure,
+    status_failure,
+)
+
+_MAX_HEAD = 65536
+
+
+class Endpoint:
+    """Where the chat requests go, and the bytes of a request before its body."""
+
+    def __init__(self, base_url: str, api_key: str | None) -> None:
+        parts = urlsplit(base_url.rstrip("/") + CHAT_PATH)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"expected an http(s):// URL, got {base_url!r}")
+        self.url = parts.geturl()
+        self.host = parts.hostname
+        self.port = parts.port or (443 if parts.scheme == "https" else 80)
+        self.tls = parts.scheme == "https"
+        auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
+        self._head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+                      f"Accept: text/event-stream\r\n{auth}").encode()
+
+    def request(self, body: bytes) -> bytes:
+        return self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body
+
+    async def connect(self) -> StreamProtocol:
+        loop = asyncio.get_running_loop()
+        try:
+            _, protocol = await loop.create_connection(StreamProtocol, self.host, self.port,
+                                                       ssl=True if self.tls else None)
+        except OSError as exc:
+            raise connect_failure(self.url, exc) from None
+        return protocol
+
+
+class StreamProtocol(asyncio.Protocol):
+    """One kept-alive connection: `send()` a request, await `done`, send the next on it while it stays `open`."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
+        self.open = False
+        self._reset(ChatRequest("", "", 1, 0.0, 0), "")
+
+    def _reset(self, chat: ChatRequest, url: str) -> None:
+        """A new request on this connection: nothing of the last one's answer is kept."""
+        self.done: asyncio.Future[StreamRecord] = asyncio.get_running_loop().create_future()
+        self._acc = StreamAccumulator()
+        self._chat, self._url = chat, url
+        self._t0 = 0.0
+        self._buffer = b""
+        self._head: tuple[int, dict[bytes, bytes]] | None = None
+        self._remaining: int | None = None
+        """A Content-Length body's bytes still expected; None: chunked, or a body that runs until the connection
+        closes."""
+        self._chunked = False
+        self._payload_left = 0
+        """Chunked: bytes of the current chunk's data still expected, then `_crlf_left` bytes of its CRLF; both 0:
+        a chunk-size line comes next."""
+        self._crlf_left = 0
+        self._events = b""
+        self._error_body = b""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's transports do not subclass asyncio's
+        self.open = True
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
+    def send(self, request: bytes, chat: ChatRequest, url: str) -> float:
+        """Write the request; returns its send time (`perf_counter()`), the zero of its chunk times."""
+        assert self.transport is not None and self.open, "send() needs an open connection"
+        self._reset(chat, url)
+        self._t0 = perf_counter()
+        self.transport.write(request)
+        return self._t0
+
+    def data_received(self, data: bytes) -> None:
+        t = perf_counter() - self._t0
+        if self.done.done():
+            return
+        try:
+            self._feed(data, t)
+        except RequestFailed as exc:
+            self._finish(exc)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.open = False
+        if self.done.done() or not self._url:
+            return
+        if self._head is not None and not self._chunked and self._remaining is None:
+            try:
+                self._end(perf_counter() - self._t0)  # a body that runs until the connection closes
+            except RequestFailed as failed:
+                self._finish(failed)
+            return
+        closed = exc or ConnectionResetError("closed by the server")
+        self._finish(broken_failure(self._url, len(self._acc.times), closed))
+
+    @property
+    def chunks(self) -> int:
+        """Content chunks received so far."""
+        return len(self._acc.times)
+
+    def close(self) -> None:
+        self.open = False
+        if self.transport is not None:
+            self.transport.close()
+
+    # parsing ------------------------------------------------------------------------------------------------
+
+    def _feed(self, data: bytes, t: float) -> None:
+        """One read: walk it with an index (a read can hold hundreds of chunks; nothing is copied per chunk), keep
+        only an unfinished head or chunk-size line for the next read."""
+        buf = self._buffer + data if self._buffer else data
+        self._buffer = b""
+        pos = 0
+        if self._head is None:
+            pos = self._read_head(buf)
+            if pos < 0:
+                self._buffer = buf
+                return
+        if not self._chunked:
+            while pos < len(buf) and not self.done.done():
+                pos = self._plain(buf, pos, t)
+            return
+        pieces: list[bytes] = []  # the read's chunk data, handed on at once: one SSE split per read
+        last = self._unchunk(buf, pos, pieces)
+        if pieces:
+            self._body(b"".join(pieces), t)
+        if last and not self.done.done():
+            self._end(t)
+
+    def _unchunk(self, buf: bytes, pos: int, pieces: list[bytes]) -> bool:
+        """Chunked transfer decoding of one read into `pieces`; True at the terminating zero-size chunk."""
+        end = len(buf)
+        while pos < end:
+            if self._payload_left:
+                take = min(self._payload_left, end - pos)
+                pieces.append(buf[pos:pos + take])
+                pos += take
+                self._payload_left -= take
+            elif self._crlf_left:
+                skip = min(self._crlf_left, end - pos)
+                pos += skip
+                self._crlf_left -= skip
+            else:
+                line_end = buf.find(b"\r\n", pos)
+                if line_end < 0:
+                    self._buffer = buf[pos:]
+                    return False
+                size = int(buf[pos:line_end].partition(b";")[0], 16)
+                pos = line_end + 2
+                if size == 0:
+                    return True
+                self._payload_left, self._crlf_left = size, 2
+        return False
+
+    def _plain(self, buf: bytes, pos: int, t: float) -> int:
+        """A Content-Length body (or one that runs until the connection closes): its next piece."""
+        take = len(buf) - pos if self._remaining is None else min(self._remaining, len(buf) - pos)
+        self._body(buf[pos:pos + take], t)
+        if self._remaining is not None:
+            self._remaining -= take
+            if self._remaining == 0:
+                self._end(t)
+        return pos + take
+
+    def _read_head(self, buf: bytes) -> int:
+        """Parse the status line and headers; the position after them, or -1 when they are not complete."""
+        end = buf.find(b"\r\n\r\n")
+        if end < 0:
+            if len(buf) > _MAX_HEAD:
+                raise RequestFailed(f"the answer from POST {self._url} has no end of headers after {_MAX_HEAD} bytes")
+            return -1
+        lines = buf[:end].split(b"\r\n")
+        try:
+            status = int(lines[0].split(b" ", 2)[1])
+        except (IndexError, ValueError):
+            raise RequestFailed(f"not an HTTP answer from POST {self._url}: "
+                                f"{clip_line(lines[0].decode(errors='replace'))}") from None
+        headers = {}
+        for line in lines[1:]:
+            name, _, value = line.partition(b":")
+            headers[name.strip().lower()] = value.strip()
+        self._head = (status, headers)
+        self._chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
+        length = headers.get(b"content-length")
+        self._remaining = None if self._chunked or length is None else int(length)
+        return end + 4
+
+    def _body(self, piece: bytes, t: float) -> None:
+        assert self._head is not None
+        status, headers = self._head
+        if status != 200 or b"text/event-stream" not in headers.get(b"content-type", b""):
+            self._error_body = (self._error_body + piece)[:ERROR_BODY_LIMIT]
+            return
+        events = (self._events + piece).split(b"\n\n")
+        self._events = events.pop()
+        for event in events:
+            self._acc.feed_event(event, t)
+
+    def _end(self, t: float) -> None:
+        assert self._head is not None and self._chat is not None
+        status, headers = self._head
+        if status != 200:
+            raise status_failure(status, self._url, self._error_body.decode(errors="replace"))
+        kind = headers.get(b"content-type", b"").decode(errors="replace")
+        if "text/event-stream" not in kind:
+            raise RequestFailed(f"expected a text/event-stream answer from POST {self._url}, got {kind or 'nothing'}: "
+                                f"{clip_line(self._error_body.decode(errors='replace'))} (does the server support "
+                                "stream=true?)", status=200, body=self._error_body.decode(errors="replace"))
+        if self._events.strip():
+            self._acc.feed_event(self._events, t)
+        self._finish(self._acc.record(self._chat, self._t0))
+
+    def _finish(self, outcome: StreamRecord | RequestFailed) -> None:
+        if self.done.done():
+            return
+        if isinstance(outcome, RequestFailed):
+            self.done.set_exception(outcome)
+        else:
+            self.done.set_result(outcome)
