@@ -360,8 +360,8 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
 
 def run_requests(base_url: str, request: ChatRequest, *, count: int, warmup: int, api_key: str | None = None,
                  flush: CacheFlush | None = None, loads: list[ClientLoad] | None = None) -> list[StreamRecord]:
-    """Send `warmup` + `count` identical streamed requests one after another (each on a connection of its own,
-    opened before it is sent: rounds.py with one stream); return the last `count` records. With `flush`, POST
+    """Send `warmup` + `count` identical streamed requests one after another on one kept-alive connection (a new one
+    only when the server closed it: rounds.py with one stream); return the last `count` records. With `flush`, POST
     /flush_cache (untimed) before each request. With `loads`, the client's own condition over the whole call
     (loop_lag.py) is appended to it. Raises RequestFailed on the first bad request (CacheFlushFailed on a failed
     flush)."""

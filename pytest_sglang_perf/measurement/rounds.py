@@ -71,17 +71,28 @@ async def _wire_round(endpoint: Endpoint, pool: list[StreamProtocol], bodies: Se
     has none, or the server closed it), then all sent at once. On a failure every connection is closed (the pool
     emptied) and the first failure raised."""
     try:
-        for index in range(len(requests)):
-            if index == len(pool):
-                pool.append(await endpoint.connect())
-            elif not pool[index].open:
-                pool[index] = await endpoint.connect()
-        for protocol, body, request in zip(pool, bodies, requests, strict=False):
+        await _connected(endpoint, pool, len(requests), timeout)
+        for protocol, body, request in zip(pool, bodies, requests, strict=False):  # no await: none closes now
             protocol.send(endpoint.request(body), request, endpoint.url)
         return await _all_done(pool[:len(requests)], requests, endpoint.url, timeout)
     except BaseException:
         _close(pool)
         raise
+
+
+async def _connected(endpoint: Endpoint, pool: list[StreamProtocol], streams: int, timeout: float) -> None:
+    """`pool` holds `streams` open connections: new ones where it had none or the server closed one (checked again
+    after every connect, since the server may close an idle one meanwhile)."""
+    while True:
+        stale = [index for index in range(streams) if index >= len(pool) or not pool[index].open]
+        if not stale:
+            return
+        for index in stale:
+            protocol = await endpoint.connect(timeout)
+            if index < len(pool):
+                pool[index] = protocol
+            else:
+                pool.append(protocol)
 
 
 def _close(pool: list[StreamProtocol]) -> None:
@@ -92,9 +103,9 @@ def _close(pool: list[StreamProtocol]) -> None:
 
 async def _all_done(protocols: Sequence[StreamProtocol], requests: Sequence[ChatRequest], url: str,
                     timeout: float) -> list[StreamRecord]:
-    waiting = asyncio.gather(*(protocol.done for protocol in protocols))
     try:
-        return list(await asyncio.wait_for(waiting, timeout))
+        async with asyncio.timeout(timeout):
+            return list(await asyncio.gather(*(protocol.done for protocol in protocols)))
     except TimeoutError:
         slowest = min(protocols, key=lambda p: p.chunks)
         raise timeout_failure(url, requests[0], slowest.chunks) from None

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from collections.abc import Callable
 from time import perf_counter
 from typing import cast
 from urllib.parse import urlsplit
@@ -49,17 +50,23 @@ class Endpoint:
         self.port = parts.port or (443 if parts.scheme == "https" else 80)
         self.tls = parts.scheme == "https"
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
-        self._head = (f"POST {parts.path} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
+        named = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address in brackets; no user:password
+        host = named if parts.port is None else f"{named}:{parts.port}"
+        self._head = (f"POST {parts.path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                       f"Accept: text/event-stream\r\n{auth}").encode()
 
     def request(self, body: bytes) -> bytes:
         return self._head + b"Content-Length: %d\r\n\r\n" % len(body) + body
 
-    async def connect(self) -> StreamProtocol:
+    async def connect(self, timeout: float) -> StreamProtocol:
+        """A new connection, within `timeout` seconds (the request's whole timeout, as aiohttp counted it)."""
         loop = asyncio.get_running_loop()
         try:
-            _, protocol = await loop.create_connection(StreamProtocol, self.host, self.port,
-                                                       ssl=True if self.tls else None)
+            async with asyncio.timeout(timeout):
+                _, protocol = await loop.create_connection(StreamProtocol, self.host, self.port,
+                                                           ssl=True if self.tls else None)
+        except TimeoutError:
+            raise connect_failure(self.url, TimeoutError(f"no connection within {timeout:g} s")) from None
         except OSError as exc:
             raise connect_failure(self.url, exc) from None
         return protocol
@@ -111,23 +118,32 @@ class StreamProtocol(asyncio.Protocol):
         t = perf_counter() - self._t0
         if self.done.done():
             return
-        try:
-            self._feed(data, t)
-        except RequestFailed as exc:
-            self._finish(exc)
+        self._guarded(self._feed, data, t)
+
+    def eof_received(self) -> bool:
+        """The server closed its side: no request is sent on this connection again."""
+        self.open = False
+        return False
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
         if self.done.done() or not self._url:
             return
         if self._head is not None and not self._chunked and self._remaining is None:
-            try:
-                self._end(perf_counter() - self._t0)  # a body that runs until the connection closes
-            except RequestFailed as failed:
-                self._finish(failed)
+            self._guarded(lambda _d, t: self._end(t), b"", perf_counter() - self._t0)  # a body that runs until close
             return
         closed = exc or ConnectionResetError("closed by the server")
         self._finish(broken_failure(self._url, len(self._acc.times), closed))
+
+    def _guarded(self, step: Callable[[bytes, float], None], data: bytes, t: float) -> None:
+        """Run a parsing step; whatever it raises fails this request (never the event loop's log, never a hang)."""
+        try:
+            step(data, t)
+        except RequestFailed as failed:
+            self._finish(failed)
+        except Exception as exc:  # a malformed answer: say what, close the connection
+            self._finish(RequestFailed(f"unreadable answer from POST {self._url}: {type(exc).__name__}: {exc}"))
+            self.close()
 
     @property
     def chunks(self) -> int:
@@ -151,6 +167,9 @@ class StreamProtocol(asyncio.Protocol):
             pos = self._read_head(buf)
             if pos < 0:
                 self._buffer = buf
+                return
+            if self._remaining == 0:  # Content-Length: 0, an empty answer (a 401 without a body)
+                self._end(t)
                 return
         if not self._chunked:
             while pos < len(buf) and not self.done.done():
@@ -200,12 +219,13 @@ class StreamProtocol(asyncio.Protocol):
 
     def _read_head(self, buf: bytes) -> int:
         """Parse the status line and headers; the position after them, or -1 when they are not complete."""
-        end = buf.find(b"\r\n\r\n")
+        start = len(buf) - len(buf.lstrip(b"\r\n"))  # the CRLF after the last answer's zero chunk, if late
+        end = buf.find(b"\r\n\r\n", start)
         if end < 0:
             if len(buf) > _MAX_HEAD:
                 raise RequestFailed(f"the answer from POST {self._url} has no end of headers after {_MAX_HEAD} bytes")
             return -1
-        lines = buf[:end].split(b"\r\n")
+        lines = buf[start:end].split(b"\r\n")
         try:
             status = int(lines[0].split(b" ", 2)[1])
         except (IndexError, ValueError):
@@ -216,6 +236,9 @@ class StreamProtocol(asyncio.Protocol):
             name, _, value = line.partition(b":")
             headers[name.strip().lower()] = value.strip()
         self._head = (status, headers)
+        version, connection = lines[0].split(b" ", 1)[0], headers.get(b"connection", b"").lower()
+        if connection == b"close" or (version == b"HTTP/1.0" and connection != b"keep-alive"):
+            self.open = False  # the server closes it after this answer: the next request takes a new one
         self._chunked = b"chunked" in headers.get(b"transfer-encoding", b"").lower()
         length = headers.get(b"content-length")
         self._remaining = None if self._chunked or length is None else int(length)
@@ -224,7 +247,7 @@ class StreamProtocol(asyncio.Protocol):
     def _body(self, piece: bytes, t: float) -> None:
         assert self._head is not None
         status, headers = self._head
-        if status != 200 or b"text/event-stream" not in headers.get(b"content-type", b""):
+        if status != 200 or b"text/event-stream" not in headers.get(b"content-type", b"").lower():
             self._error_body = (self._error_body + piece)[:ERROR_BODY_LIMIT]
             return
         events = (self._events + piece).split(b"\n\n")
@@ -238,7 +261,7 @@ class StreamProtocol(asyncio.Protocol):
         if status != 200:
             raise status_failure(status, self._url, self._error_body.decode(errors="replace"))
         kind = headers.get(b"content-type", b"").decode(errors="replace")
-        if "text/event-stream" not in kind:
+        if "text/event-stream" not in kind.lower():
             raise RequestFailed(f"expected a text/event-stream answer from POST {self._url}, got {kind or 'nothing'}: "
                                 f"{clip_line(self._error_body.decode(errors='replace'))} (does the server support "
                                 "stream=true?)", status=200, body=self._error_body.decode(errors="replace"))

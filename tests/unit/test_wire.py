@@ -105,3 +105,88 @@ def test_the_request_is_one_write_with_the_key() -> None:
     assert b"Authorization: Bearer sk-1\r\n" in request and request.endswith(b"Content-Length: 7\r\n\r\n{\"a\":1}")
     with pytest.raises(ValueError, match="expected an http"):
         Endpoint("unix:///x", None)
+
+
+def test_an_empty_answer_ends_at_once_with_its_status_hint() -> None:
+    answer = b"HTTP/1.1 401 Unauthorized\r\ncontent-length: 0\r\n\r\n"
+    with pytest.raises(RequestFailed, match=r"HTTP 401 .*pass the same key as api_key"):
+        asyncio.run(_read([answer]))
+
+
+@pytest.mark.parametrize("bad", [b"zz\r\n", b"5\r\ndata: 1\r\n"])
+def test_a_malformed_answer_fails_the_request_not_the_loop(bad: bytes) -> None:
+    with pytest.raises(RequestFailed, match="unreadable answer from POST"):
+        asyncio.run(_read([HEAD + bad + b"0\r\n\r\n"]))
+
+
+async def _closing_answer() -> tuple[bool, StreamRecord]:
+    protocol = StreamProtocol()
+    protocol.connection_made(_Transport())  # type: ignore[arg-type]
+    protocol.send(b"request", CHAT, URL)
+    protocol.data_received(_answer().replace(b"chunked\r\n", b"chunked\r\nConnection: close\r\n", 1))
+    return protocol.open, await protocol.done
+
+
+def test_connection_close_is_not_reused() -> None:
+    still_open, record = asyncio.run(_closing_answer())
+    assert record.text == "abc" and not still_open
+
+
+def test_the_last_answers_late_crlf_does_not_spoil_the_next_head() -> None:
+    record = asyncio.run(_read([b"\r\n" + _answer()]))
+    assert record.text == "abc"
+
+
+async def _round_trips(server_closes: bool) -> tuple[list[str], int]:
+    """Two requests on one kept-alive connection to a local server; it answers `Connection: close` when told."""
+    connections = 0
+
+    handlers: list[asyncio.Task[object]] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        nonlocal connections
+        connections += 1
+        task = asyncio.current_task()
+        assert task is not None
+        handlers.append(task)
+        while True:
+            try:
+                head = await reader.readuntil(b"\r\n\r\n")
+            except asyncio.IncompleteReadError:
+                break
+            length = int(head.lower().split(b"content-length: ")[1].split(b"\r\n")[0])
+            await reader.readexactly(length)
+            answer = _answer()
+            if server_closes:
+                answer = answer.replace(b"chunked\r\n", b"chunked\r\nConnection: close\r\n", 1)
+            writer.write(answer)
+            await writer.drain()
+            if server_closes:
+                break
+        writer.close()
+        await writer.wait_closed()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    from pytest_sglang_perf.measurement.rounds import _connected  # the pool a round keeps
+
+    endpoint, texts = Endpoint(f"http://127.0.0.1:{port}", None), []
+    pool: list[StreamProtocol] = []
+    for _ in range(2):
+        await _connected(endpoint, pool, 1, 5.0)
+        pool[0].send(endpoint.request(b"{}"), CHAT, endpoint.url)
+        texts.append((await pool[0].done).text)
+    pool[0].close()
+    for _ in range(100):  # the handler sees the close and closes its side
+        await asyncio.sleep(0.01)
+        if all(task.done() for task in handlers):
+            break
+    server.close()
+    await server.wait_closed()
+    return texts, connections
+
+
+@pytest.mark.parametrize(("server_closes", "connections"), [(False, 1), (True, 2)])
+def test_a_kept_alive_connection_is_reused_unless_the_server_closes_it(server_closes: bool, connections: int) -> None:
+    texts, opened = asyncio.run(_round_trips(server_closes))
+    assert texts == ["abc", "abc"] and opened == connections
