@@ -13,19 +13,16 @@ and, with the server writing as fast as it can, how many chunks per second each 
 
 from __future__ import annotations
 
-import argparse
-import os
 import socket
 import socketserver
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from time import perf_counter
 
 import orjson
+from served import pin, script, served
 
 from pytest_sglang_perf.measurement.client import ChatRequest, StreamRecord, run_requests
 from pytest_sglang_perf.measurement.openai_client import make_openai_client, stream_with_openai
@@ -122,19 +119,13 @@ class _Server(socketserver.ThreadingTCPServer):
 
 
 def serve() -> None:
-    _pin(0)
+    pin(0)
     with _Server(("127.0.0.1", 0), _Handler) as server:
         print(server.server_address[1], flush=True)
         server.serve_forever()
 
 
 # ---------------------------------------------------------------- client side
-
-def _pin(core: int) -> None:
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) >= 2:
-        os.sched_setaffinity(0, {cores[core]})
-
 
 def _request(rate: float, tokens: int) -> ChatRequest:
     return ChatRequest(model=f"rate:{rate:g}", prompt="bench", max_tokens=tokens, temperature=0.0, seed=0,
@@ -187,16 +178,6 @@ def _ingest(url: str, name: str) -> tuple[float, float]:
     return (tokens - 1) / record.sample.decode_time, cpu / (2 * tokens) * 1e6
 
 
-def _start_server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = proc.stdout.readline().strip()
-    if not port.isdigit():
-        proc.kill()
-        raise RuntimeError(f"benchmark server did not start (exit code {proc.wait(5)})")
-    return proc, f"http://127.0.0.1:{port}"
-
-
 def _print_distortion(url: str) -> None:
     print(f"{'tok/s':>7} | {'TTFT overhead ms':^27} | {'throughput error':^27}")
     print(f"{'':>7} | {'ours':>7} {'openai':>8} {'ratio':>8} | {'ours':>8} {'openai':>8} {'ratio':>8}")
@@ -219,27 +200,14 @@ def _print_ingest(url: str) -> None:
 
 def main() -> None:
     started = perf_counter()
-    proc, url = _start_server()
-    try:
-        _pin(1)
-        print(f"server {url} (pid {proc.pid}); {REPEATS} repeats after 1 warmup, medians; "
+    with served(__file__) as (pid, url):
+        pin(1)
+        print(f"server {url} (pid {pid}); {REPEATS} repeats after 1 warmup, medians; "
               f"{DECODE_SECONDS:g} s of decode at each rate, server TTFT {SERVER_TTFT * 1e3:g} ms\n")
         _print_distortion(url)
         _print_ingest(url)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
     print(f"\n(done in {perf_counter() - started:.1f} s)")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--serve", action="store_true", help="run the stamping SSE server (internal)")
-    if parser.parse_args().serve:
-        serve()
-    else:
-        main()
+    script(__doc__, serve, main, "run the stamping SSE server (internal)")

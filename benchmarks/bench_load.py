@@ -25,10 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
@@ -36,6 +33,7 @@ from time import perf_counter
 from typing import Any
 
 import orjson
+from served import pin, script, served
 
 from pytest_sglang_perf.measurement.client import ChatRequest
 from pytest_sglang_perf.measurement.rounds import Reader, run_rounds
@@ -160,7 +158,7 @@ async def _serve_forever() -> None:
 
 
 def serve() -> None:
-    _pin(0)
+    pin(0)
     _run(_serve_forever)
 
 
@@ -174,12 +172,6 @@ class Stream:
     sent: float
     times: tuple[float, ...]
     text: str
-
-
-def _pin(core: int) -> None:
-    cores = sorted(os.sched_getaffinity(0))
-    if len(cores) >= 2:
-        os.sched_setaffinity(0, {cores[core]})
 
 
 def _run(make: Callable[[], Coroutine[Any, Any, Any]]) -> Any:
@@ -329,16 +321,6 @@ def ingest(client: Client, url: str, streams: int, tokens: int) -> tuple[float, 
 
 # ---------------------------------------------------------------- the run
 
-def _start_server() -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen([sys.executable, __file__, "--serve"], stdout=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    port = proc.stdout.readline().strip()
-    if not port.isdigit():
-        proc.kill()
-        raise RuntimeError(f"the pacing server did not start (exit code {proc.wait(5)})")
-    return proc, f"http://127.0.0.1:{port}"
-
-
 def _cell(row: Row | str) -> str:
     if isinstance(row, str):
         return f"{row[:46]:>46}"
@@ -397,28 +379,15 @@ def main() -> None:
     if unavailable:
         print(f"bench_serving: {unavailable}\n")
         clients["bench_serving"] = "not installed here (see above)"
-    proc, url = _start_server()
-    try:
-        _pin(1)
-        print(f"pacing server {url} (pid {proc.pid}), clients on another core; {ROUNDS} rounds after a warmup, "
+    with served(__file__) as (pid, url):
+        pin(1)
+        print(f"pacing server {url} (pid {pid}), clients on another core; {ROUNDS} rounds after a warmup, "
               f"medians; {DECODE_SECONDS:g} s of decode per row (at most {MAX_TOKENS} tokens), server TTFT "
               f"{SERVER_TTFT * 1e3:g} ms\n")
         _print_rows(url, clients)
         _print_ingest(url, clients)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
     print(f"\n(done in {perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--serve", action="store_true", help="run the pacing server (internal)")
-    if parser.parse_args().serve:
-        serve()
-    else:
-        main()
+    script(__doc__, serve, main, "run the pacing server (internal)")
