@@ -112,6 +112,8 @@ def test_a_changed_level_is_stale_and_a_bad_level_is_a_clear_error(swept: pytest
                                  'to 1024 or "max", got 0'])
 
 
+# The limit's message is unit-tested (test_concurrency_metrics.py); this is the user's view: slow lane.
+@pytest.mark.slow
 def test_max_above_what_the_client_opens_is_refused_with_the_fix(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, request=REQUEST, sim=SIM)  # the simulator's cap: 4096 requests
     pytester.makepyfile(test_load="""

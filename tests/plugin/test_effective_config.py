@@ -221,6 +221,8 @@ def test_startup_facts_in_results_and_baselines(pytester: pytest.Pytester) -> No
     assert "boot_seconds" in entry["metrics"]
 
 
+# Real SGLang on CPU shows it too (tests/sglang_cpu: 'not captured (cpu; planned full)'): slow lane.
+@pytest.mark.slow
 def test_a_graph_the_server_did_not_capture_is_not_reported_as_running(pytester: pytest.Pytester) -> None:
     """On CPU SGLang's plan still says decode `full`; the report says what ran: no graph was captured."""
     write_project(pytester, {"gpu": [], "cpu": ["--device", "cpu"]}, request=QUICK, sim=fast_sim())
@@ -262,6 +264,8 @@ def test_slower_graph_capture_fails_the_boot_time_check(pytester: pytest.Pyteste
 # 7-8: the API key stays secret; a regression report says what the server ran -------------------------------
 
 
+# test_secrets.py keeps the key out of every output in the fast suite; this twin adds the flags: slow lane.
+@pytest.mark.slow
 def test_api_key_stays_out_of_every_output_while_flags_are_verified(pytester: pytest.Pytester) -> None:
     secret = "sk-effective-7d1e0c"
     write_project(pytester, {"a": ["--api-key", secret, "--max-running-requests", "8"]}, request=QUICK)

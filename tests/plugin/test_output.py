@@ -217,6 +217,8 @@ def test_logs_go_to_a_run_folder_in_pytests_cache_and_old_runs_are_pruned(pytest
     assert (root / runs[-1] / "default.log").is_file() and (root / "notes").is_dir()
 
 
+# The cached log folder's twin (the same pruning): slow lane.
+@pytest.mark.slow
 def test_without_the_cache_logs_go_to_a_pruned_temp_folder(pytester: pytest.Pytester,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     (pytester.path / "tmp").mkdir()

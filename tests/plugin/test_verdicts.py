@@ -206,6 +206,7 @@ def test_a_baseline_over_several_boots_keeps_the_boot_spread(pytester: pytest.Py
     assert server_processes(pytester.path) == []
 
 
+@pytest.mark.slow
 def test_a_failed_extra_boot_records_nothing_and_fails_the_run(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, request=STEADY)
     # After the first boot's measurement the model folder loses its config.json: the second boot fails.
