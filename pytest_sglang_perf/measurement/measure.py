@@ -81,15 +81,15 @@ def measure(base_url: str, *, model: str, variant: str, params: RequestParams, b
     records: list[StreamRecord] = []
     target = _Target(base_url, api_key, flush_key)
 
+    def measured() -> int:
+        """Requests measured so far (one stream), or rounds (concurrency N)."""
+        return len(records) // params.concurrency
+
     def more(count: int, warmup: int) -> None:
         if params.concurrency > 1:
-            first_round = len(records) // params.concurrency
-            records.extend(_run_rounds(target, request, params, count, warmup, first_round))
+            records.extend(_run_rounds(target, request, params, count, warmup, measured()))
         else:
-            records.extend(_run(target, request, params, count, warmup, len(records) + 1))
-
-    def measured() -> int:
-        return len(records) // params.concurrency
+            records.extend(_run(target, request, params, count, warmup, measured() + 1))
 
     def result() -> Result:
         built = build_result(records, variant=variant, params=params, boot_seconds=boot_seconds,
