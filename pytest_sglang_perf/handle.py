@@ -41,14 +41,14 @@ _EXIT_WAIT = 0.5
 class SGLangPerf:
     """What a test gets from the `sglang_perf` fixture: one variant's running server."""
 
-    def __init__(self, session: PerfSession, run: VariantRun, request: pytest.FixtureRequest) -> None:
+    def __init__(self, session: PerfSession, run: VariantRun, request: pytest.FixtureRequest, nodeid: str) -> None:
         assert run.server is not None, "a variant's handle needs its running server"
         self._session = session
         self._run = run
         self.variant = run.variant
         self.server = run.server
         self._request = request
-        self._nodeid = request.node.nodeid
+        self._nodeid = nodeid
 
     @property
     def base_url(self) -> str:

@@ -48,6 +48,9 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
      "SGLang overrode, a default optimization it switched off); default: a warning"),
     ("no-probe", "bool", "skip the GPU probe (a read-bandwidth measurement of ~2 s per GPU model, run once before the "
      "first real boot): the bandwidth ceilings then use the GPU table's datasheet figures, labelled so"),
+    ("gpu-lock-dir", "path", "the folder every pytest process of this host shares for its GPU claims (a lock file per "
+     "GPU; each server gets CUDA_VISIBLE_DEVICES set to GPUs no other server holds, so pytest-xdist workers never "
+     "share one); default: <tmp>/pytest-sglang-perf-gpus"),
     ("heartbeat", "seconds", "while a server boots, say which step it is in after this many seconds without a line "
      f"(default {HEARTBEAT_SECONDS:g}; 0: never)"),
 )
@@ -187,4 +190,5 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         verbosity=config.get_verbosity(),
         heartbeat=_seconds(_raw(config, "heartbeat")),
         probe=not _raw(config, "no-probe"),
+        gpu_lock_dir=_path(config, _raw(config, "gpu-lock-dir")),
     )

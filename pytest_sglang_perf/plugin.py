@@ -25,10 +25,12 @@ from pytest_sglang_perf.server.logdirs import KEEP_RUNS, shown_path
 if TYPE_CHECKING:
     from pytest_sglang_perf.handle import SGLangPerf
     from pytest_sglang_perf.session import PerfSession
+    from pytest_sglang_perf.session_workers import WorkerPart
 
 VARIANT_FIXTURE = "sglang_variant"
 SESSION = pytest.StashKey["PerfSession | None"]()
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
+_WORKER_PARTS = pytest.StashKey[list["WorkerPart"]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -48,6 +50,7 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION] = session
+    config.stash[_WORKER_PARTS] = []
     if session is not None:
         _install_sigterm_handler(config)
 
@@ -142,6 +145,13 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                session.options.benchmark)
 
 
+def test_nodeid(item: pytest.Item) -> str:
+    """The item's node id as collected: before pytest 9.2, pytest-xdist's loadgroup appends `@<group>` to the ids of
+    tests with an `xdist_group` mark on its workers."""
+    parent = item.parent
+    return item.nodeid if parent is None else f"{parent.nodeid}::{item.name}"
+
+
 def _variant_of(item: pytest.Item) -> str | None:
     callspec = getattr(item, "callspec", None)
     variant = callspec.params.get(VARIANT_FIXTURE) if callspec is not None else None
@@ -153,7 +163,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     perf = session.config.stash[SESSION]
     if perf is None:
         return
-    tests = [(item.nodeid, name) for item in session.items if (name := _variant_of(item)) is not None]
+    tests = [(test_nodeid(item), name) for item in session.items if (name := _variant_of(item)) is not None]
     try:
         perf.collected(tests)
     except SGLangPerfError as exc:  # a bad configuration, or a gate run that cannot measure anything here
@@ -169,7 +179,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
-        session.end(item.nodeid, name)
+        session.end(test_nodeid(item), name)
 
 
 @pytest.fixture(scope="session")
@@ -198,7 +208,8 @@ def sglang_perf(request: pytest.FixtureRequest, sglang_variant: Variant) -> Gene
         failure = str(exc)
     else:
         _warn_about_config(session, sglang_variant.name)
-        handle = SGLangPerf(session, run, request)
+        node = request.node
+        handle = SGLangPerf(session, run, request, test_nodeid(node) if isinstance(node, pytest.Item) else node.nodeid)
         yield handle
         handle.close()
         return
@@ -234,8 +245,10 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     if session is None:
         return
     from pytest_sglang_perf.session_reports import summary_sections
+    from pytest_sglang_perf.session_workers import worker_sections
 
-    for title, lines in summary_sections(session):
+    parts = terminalreporter.config.stash[_WORKER_PARTS]
+    for title, lines in worker_sections(parts) if parts else summary_sections(session):
         terminalreporter.section(title)
         for line in lines:
             terminalreporter.write_line(line)
@@ -249,10 +262,48 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
         terminalreporter.write_line(f"sglang-perf: ERROR: {error}", red=True, bold=True)
 
 
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
+    """pytest-xdist's controller under `-n N` (`--dist load`) or `--dist loadgroup`: a variant's tests go to one
+    worker (xdist_scheduling.py), so each variant boots once."""
+    session = config.stash.get(SESSION, None)
+    from pytest_sglang_perf.xdist_scheduling import DISTRIBUTIONS, variant_scheduler
+
+    if session is None or config.getvalue("dist") not in DISTRIBUTIONS:
+        return None
+    return variant_scheduler(config, log, [v.name for v in session.variants])
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: object, error: object) -> None:
+    """pytest-xdist's controller: a worker ended; keep what its session handed over (session_workers.py)."""
+    from pytest_sglang_perf.session_workers import OUTPUT_KEY, read_part
+
+    config: pytest.Config | None = getattr(node, "config", None)
+    output = getattr(node, "workeroutput", {})
+    if config is None or not isinstance(output, dict):
+        return
+    part = read_part(str(getattr(node, "workerinput", {}).get("workerid", "?")), output.get(OUTPUT_KEY))
+    if part is not None:
+        config.stash[_WORKER_PARTS].append(part)
+
+
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     perf = session.config.stash.get(SESSION, None)
     if perf is None:
         return
-    perf.finish()
+    workeroutput = getattr(session.config, "workeroutput", None)
+    if isinstance(workeroutput, dict):  # a pytest-xdist worker: the controller reports and writes the files
+        from pytest_sglang_perf.session_workers import OUTPUT_KEY, worker_output
+
+        workeroutput[OUTPUT_KEY] = worker_output(perf)
+        return
+    if session.config.pluginmanager.hasplugin("dsession"):  # pytest-xdist's controller: its workers measured
+        from pytest_sglang_perf.session_workers import finish_controller
+
+        parts = session.config.stash[_WORKER_PARTS]
+        finish_controller(perf, parts)
+    else:
+        perf.finish()
     if perf.errors and exitstatus == pytest.ExitCode.OK:  # a failure outside any test (a baseline boot) is not green
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -6,6 +6,7 @@ Plain Python: what each booted variant's server ran, what its boot cost and how 
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ def server_records(runs: Iterable[VariantRun]) -> dict[str, dict[str, Any]]:
             "boot_seconds": server.boot_seconds,
             "startup": None if run.startup is None else run.startup.to_dict(),
             "graph_use": None if use is None else use.to_dict(),
+            "cuda_visible_devices": server.plan.env.get("CUDA_VISIBLE_DEVICES"),
+            "worker": os.environ.get("PYTEST_XDIST_WORKER"),
         }
     return records
 

@@ -39,6 +39,7 @@ from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
 from pytest_sglang_perf.session_baselines import SessionBaselines
+from pytest_sglang_perf.session_gpus import SessionGpus
 from pytest_sglang_perf.session_roofline import SessionRoofline
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
@@ -98,6 +99,11 @@ class PerfSession:
         """The GPU probe's report, the variants' model bytes and each decode cell's bandwidth ceiling."""
         return SessionRoofline(self.settings, self._gpus, simulate=self.options.simulate, probe=self.options.probe,
                                say=self.live.note)
+
+    @cached_property
+    def gpus(self) -> SessionGpus:
+        """The GPUs each server gets (a claim of its own on a multi-GPU host)."""
+        return SessionGpus(self.options.gpu_lock_dir, self.settings.startup_timeout, lambda: self._parser, self.live)
 
     @cached_property
     def environment(self) -> Environment:
@@ -227,11 +233,13 @@ class PerfSession:
             self.roofline.before_boot()
             log_path = self.logs.folder() / f"{run.name}.log"
             try:
-                run.process, run.server = boot_server(run.plan, log_path, self.settings.startup_timeout,
+                plan = self.gpus.claim(run, log_path)
+                run.process, run.server = boot_server(plan, log_path, self.settings.startup_timeout,
                                                       self.live.boot_progress(run.name),
                                                       stop_grace=self.settings.stop_grace)
             except BootError as exc:
                 run.boot_error = exc
+                self.gpus.release(run)
                 raise
         if run.config is None:
             self._inspect(run)
@@ -254,6 +262,7 @@ class PerfSession:
         if run.process is not None:
             stop_server(run.process, self.live.detail)
             run.process = None
+        self.gpus.release(run)
 
     def strict_failure(self, name: str) -> str | None:
         """With --sglang-strict-flags: why the variant's tests fail unrun (its server did not run what was asked)."""

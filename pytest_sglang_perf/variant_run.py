@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from pytest_sglang_perf.gate.identity import ServerIdentity
     from pytest_sglang_perf.server.boot import RunningServer
     from pytest_sglang_perf.server.effective import EffectiveConfig
+    from pytest_sglang_perf.server.gpu_claims import GpuClaim
     from pytest_sglang_perf.server.launcher import BootError, ServerProcess
     from pytest_sglang_perf.server.startup import StartupFacts
 
@@ -32,6 +33,8 @@ class VariantRun:
     """The server process while it runs."""
     server: RunningServer | None = None
     """The variant's server as its tests see it (kept after it stops, for the reports)."""
+    claim: GpuClaim | None = None
+    """The GPUs claimed for the server while it runs (server/gpu_claims.py); None when nothing was claimed."""
     boot_error: BootError | None = None
     """The failed boot: every later test of the variant fails with its report, none boots again."""
     config: EffectiveConfig | None = None

@@ -42,3 +42,5 @@ class RunOptions:
     """Run the GPU probe before the first real boot (`--sglang-no-probe`: datasheet bandwidths instead)."""
     log_root: Path | None = None
     """Where run folders of server logs go when no log_dir is set (pytest's cache dir); None: a temp dir."""
+    gpu_lock_dir: Path | None = None
+    """`--sglang-gpu-lock-dir DIR`: the host's shared folder of GPU claims (server/gpu_claims.py); None: the default."""

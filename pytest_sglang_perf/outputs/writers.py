@@ -46,13 +46,19 @@ class Outputs:
             self.errors.append(f"{what} {path}: {exc}")
 
 
+def outputs_wanted(options: RunOptions, environ: Mapping[str, str], *, measured: bool) -> bool:
+    """Whether the session writes any file at its end (then it builds its results document)."""
+    summary = bool(environ.get(STEP_SUMMARY)) and measured
+    return bool(options.results_path or options.markdown_path or options.plots_dir or summary)
+
+
 def write_outputs(document: Callable[[], dict[str, Any]], options: RunOptions, environ: Mapping[str, str], *,
                   measured: bool) -> Outputs:
     """Write every output asked for. `measured`: the session had perf tests (the job summary gets no report from a
     run without any)."""
     summary = Path(environ[STEP_SUMMARY]) if environ.get(STEP_SUMMARY) and measured else None
     outputs = Outputs()
-    if not (options.results_path or options.markdown_path or options.plots_dir or summary):
+    if not outputs_wanted(options, environ, measured=measured):
         return outputs
     doc = document()
     if options.results_path is not None:

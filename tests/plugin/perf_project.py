@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
@@ -35,7 +36,8 @@ def toml_list(items: Iterable[str]) -> str:
     return "[" + ", ".join(json.dumps(i) for i in items) + "]"
 
 
-def write_project(pytester: pytest.Pytester, variants: dict[str, list[str]], *, extra: str = "",
+def write_project(pytester: pytest.Pytester, variants: Mapping[str, Sequence[str] | Mapping[str, Any]], *,
+                  extra: str = "",
                   request: str = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n",
                   sim: Iterable[str] = FAST_SIM) -> Path:
     """A user project: a tiny model folder and a pyproject.toml with a [tool.sglang_perf] matrix."""
@@ -53,11 +55,19 @@ def write_project(pytester: pytest.Pytester, variants: dict[str, list[str]], *, 
         "[tool.sglang_perf.request]",
         request,
         "[tool.sglang_perf.variants]",
-        *(f"{name} = {toml_list(args)}" for name, args in variants.items()),
+        *(f"{name} = {_variant_value(value)}" for name, value in variants.items()),
     ]
     path = pytester.path / "pyproject.toml"
     path.write_text("\n".join(lines) + "\n")
     return path
+
+
+def _variant_value(value: Sequence[str] | Mapping[str, Any]) -> str:
+    """A variant's TOML value: its args, or `{args = [...], env = {...}}`."""
+    if not isinstance(value, Mapping):
+        return toml_list(value)
+    env = ", ".join(f"{key} = {json.dumps(text)}" for key, text in value.get("env", {}).items())
+    return f"{{args = {toml_list(value.get('args', []))}, env = {{{env}}}}}"
 
 
 def server_processes(marker: Path) -> list[psutil.Process]:

@@ -100,6 +100,9 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
     KnobSpec("fault", _fault_spec, "",
              "inject faults, e.g. 'die-after:3,http-500:0.2': crash-at-boot, hang-at-boot, fail-warmup, die-after:N, "
              "http-500:P, cut-stream:N, no-usage, short:N, slow-after:N:FACTOR, no-server-info", "SPEC"),
+    KnobSpec("device_dir", str, "",
+             "a folder the simulators of one host share: each locks the GPUs it runs on (CUDA_VISIBLE_DEVICES) there "
+             "and fails at boot when another one holds one of them (process/devices.py)", "DIR"),
 )
 
 
@@ -117,6 +120,8 @@ class Knobs:
     capture_seconds: float | None = None
     slowdown: float = 0.0
     fault: str = ""
+    device_dir: str = ""
+    """Where simulators lock the GPUs they run on ("" : no locks)."""
 
     @property
     def time_scale(self) -> float:

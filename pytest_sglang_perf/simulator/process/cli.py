@@ -15,7 +15,8 @@ import subprocess
 import sys
 from collections.abc import Coroutine, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, TextIO
 
 from pytest_sglang_perf.sglang_facts.config_file import ConfigFileError
 from pytest_sglang_perf.sglang_facts.flags import FlagTable, FlagTableError, load_flag_table
@@ -28,6 +29,7 @@ from pytest_sglang_perf.simulator.args.speculative import ResolutionError
 from pytest_sglang_perf.simulator.engine.factory import server_logger
 from pytest_sglang_perf.simulator.engine.schedule import accept_length_warning
 from pytest_sglang_perf.simulator.logs import SimLogger
+from pytest_sglang_perf.simulator.process.devices import DeviceProblem, device_line, devices_used, gpus_needed, occupy
 from pytest_sglang_perf.simulator.process.server import SimServer
 
 CHILD_STOP_SECONDS = 1.0
@@ -39,9 +41,25 @@ def main(argv: list[str] | None = None) -> int:
     prepared = prepare(list(sys.argv[1:] if argv is None else argv))
     if isinstance(prepared, int):
         return prepared
+    held = _take_devices(prepared)
+    if isinstance(held, int):
+        return held
     log = server_logger(prepared.resolution)
     _log_resolution(log, prepared)
     return _run(_serve_main(prepared, log))
+
+
+def _take_devices(config: ServerConfig) -> list[TextIO] | int:
+    """The GPUs the server runs on (process/devices.py), said on stderr and locked with --sim-device-dir; 1 (SGLang
+    would fail at startup) when too few are visible or another simulated server holds one."""
+    try:
+        devices = devices_used(gpus_needed(config.resolution.args, load_flag_table().sglang_version), os.environ)
+        held = occupy(devices, Path(config.knobs.device_dir)) if config.knobs.device_dir else []
+    except DeviceProblem as exc:
+        print(f"simulator: {exc}", file=sys.stderr, flush=True)
+        return 1
+    print(f"simulator: {device_line(devices)}", file=sys.stderr, flush=True)
+    return held
 
 
 def prepare(args: Sequence[str]) -> ServerConfig | int:

@@ -1,0 +1,50 @@
+"""The session's GPU claims: each server boots with CUDA_VISIBLE_DEVICES set to GPUs no other server holds.
+
+Plain Python (no pytest): the session (session.py) claims before a variant's boot and releases at its stop; the
+claims themselves are server/gpu_claims.py's.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from functools import cached_property
+from pathlib import Path
+
+from pytest_sglang_perf.gate.environment import detect_gpus
+from pytest_sglang_perf.live import Live
+from pytest_sglang_perf.server.gpu_claims import DEFAULT_LOCK_DIR, claimed_plan, gpu_pool
+from pytest_sglang_perf.server.plan import ServerPlan
+from pytest_sglang_perf.sglang_facts.parsers import ArgParser
+from pytest_sglang_perf.variant_run import VariantRun
+
+
+class SessionGpus:
+    def __init__(self, lock_dir: Path | None, timeout: float, parser: Callable[[], ArgParser], live: Live) -> None:
+        self._lock_dir = lock_dir or DEFAULT_LOCK_DIR
+        self._timeout = timeout
+        self._parser = parser
+        self._live = live
+
+    @cached_property
+    def pool(self) -> tuple[str, ...]:
+        """The GPUs this process may claim: CUDA_VISIBLE_DEVICES's, else those nvidia-smi lists."""
+        return gpu_pool(os.environ, lambda: len(detect_gpus().names))
+
+    def claim(self, run: VariantRun, log_path: Path) -> ServerPlan:
+        """The variant's plan with CUDA_VISIBLE_DEVICES set to GPUs claimed for it alone, kept in `run.claim`; raises
+        BootError when no claim can be made."""
+        from pytest_sglang_perf.sglang_facts.resolved import gpus_used
+
+        plan, run.claim = claimed_plan(run.plan, lambda: gpus_used(run.plan.args, self._parser()), self.pool,
+                                       self._lock_dir, log_path, timeout=self._timeout,
+                                       waiting=lambda message: self._live.note(f"[{run.name}] {message}"))
+        if run.claim is not None:
+            self._live.detail(f"[{run.name}] GPUs {run.claim.visible_devices} claimed (CUDA_VISIBLE_DEVICES)")
+        return plan
+
+    @staticmethod
+    def release(run: VariantRun) -> None:
+        if run.claim is not None:
+            run.claim.release()
+            run.claim = None

@@ -1,0 +1,81 @@
+"""A session split over pytest-xdist workers: what a worker hands the controller, and the controller's end.
+
+Plain Python (no pytest). Each worker runs the variants it was given (plugin.py groups a variant's tests on one
+worker) and, at its end, stops its servers and hands over its summary sections, its errors and, when the run writes
+files, its results document (`worker_output`, a JSON-ready dict: xdist carries it as the worker's `workeroutput`).
+The controller measures nothing itself: it writes the run's files from the merged documents (outputs/merge.py) and
+shows each worker's sections (`finish_controller`).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pytest_sglang_perf.session import PerfSession
+
+OUTPUT_KEY = "sglang_perf"
+"""The key of the worker's part in xdist's `workeroutput`."""
+
+
+@dataclass(frozen=True)
+class WorkerPart:
+    """What one worker handed over."""
+
+    worker: str
+    sections: list[tuple[str, list[str]]]
+    """Its summary sections, the closing line of a run that measured nothing last (what the run wrote is the
+    controller's to say)."""
+    errors: list[str]
+    document: dict[str, Any] | None
+
+
+def worker_output(session: PerfSession) -> dict[str, Any]:
+    """At a worker's end: stop its servers; its summary sections, errors and results document."""
+    from pytest_sglang_perf.outputs.writers import outputs_wanted
+    from pytest_sglang_perf.session_reports import results_document, summary_sections
+
+    session.stop_all()
+    wanted = outputs_wanted(session.options, os.environ, measured=bool(session.runs))
+    nothing = session.nothing_measured()
+    sections = [[title, lines] for title, lines in summary_sections(session)]
+    return {
+        "sections": sections + ([["sglang-perf", [nothing]]] if nothing is not None else []),
+        "errors": list(session.errors),
+        "document": results_document(session) if wanted and session.runs else None,
+    }
+
+
+def read_part(worker: str, output: object) -> WorkerPart | None:
+    """A worker's part from its `workeroutput` entry (None when it sent none: a worker without the plugin's session)."""
+    if not isinstance(output, dict):
+        return None
+    sections = [(str(title), [str(line) for line in lines]) for title, lines in output.get("sections", [])]
+    document = output.get("document")
+    return WorkerPart(worker, sections, [str(error) for error in output.get("errors", [])],
+                      document if isinstance(document, dict) else None)
+
+
+def finish_controller(session: PerfSession, parts: Sequence[WorkerPart]) -> None:
+    """The controller's end: the workers' errors become the run's, the run's files are written from the merged
+    documents."""
+    from pytest_sglang_perf.outputs.merge import merge_documents
+    from pytest_sglang_perf.outputs.writers import write_outputs
+
+    session.errors.extend(f"[{part.worker}] {error}" for part in parts for error in part.errors)
+    documents = [part for part in parts if part.document is not None]
+    if not documents:
+        return
+    outputs = write_outputs(lambda: merge_documents([p.document for p in documents if p.document is not None],
+                                                    [p.worker for p in documents]),
+                            session.options, os.environ, measured=True)
+    session.written = outputs.written
+    session.errors.extend(outputs.errors)
+
+
+def worker_sections(parts: Sequence[WorkerPart]) -> list[tuple[str, list[str]]]:
+    """Each worker's summary sections, titled with the worker."""
+    return [(f"{title} [{part.worker}]", lines) for part in parts for title, lines in part.sections]
