@@ -17,6 +17,7 @@ from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND, parse_slo
 from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.cell_ids import strip_variant
 from pytest_sglang_perf.gate.compare import Cell
+from pytest_sglang_perf.gate.failing import gate_failure, refresh_command
 from pytest_sglang_perf.gate.terminal import failure_message
 from pytest_sglang_perf.measurement.concurrency import MAX, MAX_STREAMS, Level, Slo, parse_levels
 from pytest_sglang_perf.measurement.prefix_cache import WARM, PrefixCache, prefix_cache_mode, warm_cache_note
@@ -231,10 +232,11 @@ class SGLangPerf:
         except BaselineFileError as exc:
             pytest.fail(str(exc), pytrace=False)
         self._publish(cell, result)
-        if self._session.gate_failure(cell) is None:
+        options = self._session.options
+        if gate_failure(cell, options) is None:
             return None
         context = server_failure_lines(self._run)
-        return failure_message(cell, self._session.refresh_command(self._nodeid), context)
+        return failure_message(cell, refresh_command(self._nodeid, options), context)
 
     def _publish(self, cell: Cell, result: Result) -> None:
         """The checked cell leaves the terminal too: JUnit properties (junit.xml) and a pytest-benchmark

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pytest_sglang_perf.server.describe import config_lines, ready_line
+from pytest_sglang_perf.server.describe import config_brief, config_lines, ready_line
 from pytest_sglang_perf.server.progress import BootProgress
 from pytest_sglang_perf.variant_run import VariantRun
 from pytest_sglang_perf.wrapping import wrap_lines
@@ -52,6 +52,10 @@ class Live:
         if self.verbosity >= 1:
             for line in config_lines(run.config):
                 self.say(f"[{run.name}] {line}")
+            return
+        if run.plan.url is not None:
+            tag = "SIMULATED; " if self._simulated else ""
+            self.say(f"[{run.name}] remote server {run.plan.url} ({tag}{config_brief(run.config)})")
             return
         self.say(f"[{run.name}] " + ready_line(run.config, run.startup, run.server.boot_seconds, self._simulated,
                                                run.server.log_path.name))

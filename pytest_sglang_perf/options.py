@@ -48,12 +48,20 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
      "SGLang overrode, a default optimization it switched off); default: a warning"),
     ("no-probe", "bool", "skip the GPU probe (a read-bandwidth measurement of ~2 s per GPU model, run once before the "
      "first real boot): the bandwidth ceilings then use the GPU table's datasheet figures, labelled so"),
+    ("url", "url", "measure the SGLang server already running at this base URL (e.g. http://10.0.0.5:30000) instead "
+     "of booting one: no boot, no stop; its /server_info is still checked against the variant's args; select the "
+     "one variant it runs with --sglang-variants; its API key comes from SGLANG_PERF_API_KEY"),
+    ("remote-gpu", "text", "the GPU model of the server at --sglang-url (nvidia-smi's name, e.g. 'NVIDIA H100 80GB "
+     "HBM3'): its baselines are keyed by it (default: 'remote')"),
     ("gpu-lock-dir", "path", "the folder every pytest process of this host shares for its GPU claims (a lock file per "
      "GPU; each server gets CUDA_VISIBLE_DEVICES set to GPUs no other server holds, so pytest-xdist workers never "
      "share one); default: <tmp>/pytest-sglang-perf-gpus"),
     ("heartbeat", "seconds", "while a server boots, say which step it is in after this many seconds without a line "
      f"(default {HEARTBEAT_SECONDS:g}; 0: never)"),
 )
+
+
+_METAVARS = {"list": "NAMES", "int": "N", "seconds": "SECONDS", "url": "URL", "text": "NAME"}
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -68,7 +76,7 @@ def add_options(parser: pytest.Parser) -> None:
                             type=_update_mode, metavar="new", help=help_text)
             parser.addini(dest, help_text + " (ini: true, false or new)", default=None)
         else:
-            metavar = {"list": "NAMES", "int": "N", "seconds": "SECONDS"}.get(kind, "PATH")
+            metavar = _METAVARS.get(kind, "PATH")
             group.addoption(f"--sglang-{name}", action="store", default=None, dest=dest, metavar=metavar,
                             help=help_text)
             parser.addini(dest, help_text, default=None)
@@ -191,4 +199,17 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         heartbeat=_seconds(_raw(config, "heartbeat")),
         probe=not _raw(config, "no-probe"),
         gpu_lock_dir=_path(config, _raw(config, "gpu-lock-dir")),
+        url=_url(_raw(config, "url")),
+        remote_gpu=str(_raw(config, "remote-gpu") or "") or None,
     )
+
+
+def _url(value: object) -> str | None:
+    from pytest_sglang_perf.config.settings import server_url
+
+    if value in (None, ""):
+        return None
+    try:
+        return server_url(value)
+    except ValueError as exc:
+        raise pytest.UsageError(f"--sglang-url: {exc}") from None

@@ -30,7 +30,8 @@ def server_summary(runs: Iterable[VariantRun], simulated: bool, *, brief: bool =
     facts = {run.name: run.startup for run, _, _ in booted if run.startup is not None}
     boot_seconds = {run.name: server.boot_seconds for run, _, server in booted}
     uses = {run.name: use for run, _, _ in booted if (use := _graph_use(run)) is not None}
-    lines = server_summary_lines(configs, facts, boot_seconds, simulated, uses, brief=brief)
+    remote = {run.name: run.plan.url for run, _, _ in booted if run.plan.url is not None}
+    lines = server_summary_lines(configs, facts, boot_seconds, simulated, uses, brief=brief, remote=remote)
     return [*lines, "(-v shows what each server ran and its startup facts)"] if brief and lines else lines
 
 
@@ -41,8 +42,9 @@ def _booted(runs: Iterable[VariantRun]) -> list[tuple[VariantRun, EffectiveConfi
 
 
 def _graph_use(run: VariantRun) -> GraphUse | None:
-    """How many of the variant's prefill/decode batches ran with a graph, from its server's log (so far)."""
-    if run.server is None or not run.server.log_path.exists():
+    """How many of the variant's prefill/decode batches ran with a graph, from its server's log (so far); None
+    without a log (a remote server)."""
+    if run.server is None or run.plan.url is not None or not run.server.log_path.exists():
         return None
     return graph_use(last_attempt(run.server.log_path.read_text(encoding="utf-8", errors="replace")))
 
@@ -54,7 +56,8 @@ def server_records(runs: Iterable[VariantRun]) -> dict[str, dict[str, Any]]:
         use = _graph_use(run)
         records[run.name] = {
             "effective": config.to_dict(),
-            "boot_seconds": server.boot_seconds,
+            "boot_seconds": None if run.plan.url else server.boot_seconds,
+            "url": run.plan.url,
             "startup": None if run.startup is None else run.startup.to_dict(),
             "graph_use": None if use is None else use.to_dict(),
             "cuda_visible_devices": server.plan.env.get("CUDA_VISIBLE_DEVICES"),

@@ -37,6 +37,7 @@ from pytest_sglang_perf.server.logdirs import RunLogs
 from pytest_sglang_perf.server.plan import flag_value, plan_server
 from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.redaction import redact_argv
+from pytest_sglang_perf.server.remote import REMOTE_GPU, attach_server, remote_variants
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
 from pytest_sglang_perf.session_baselines import SessionBaselines
 from pytest_sglang_perf.session_gpus import SessionGpus
@@ -45,7 +46,6 @@ from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 from pytest_sglang_perf.variant_run import VariantRun
 from pytest_sglang_perf.wrapping import wrap_lines
 
-REFRESH_FLAG = "--sglang-update-baselines"
 _INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
 
 
@@ -79,8 +79,9 @@ class PerfSession:
             raise ConfigError(missing)
         self.settings = settings
         self.options = options
-        self.variants = settings.select(options.variants)
-        """The variants this run uses, in matrix order (--sglang-variants selects)."""
+        self.variants = remote_variants(settings.select(options.variants), options)
+        """The variants this run uses, in matrix order (--sglang-variants selects; --sglang-url points one at a
+        running server)."""
         self.runs: dict[str, VariantRun] = {}
         """The variants the session's tests use, in run order."""
         self.records: list[CellRecord] = []
@@ -119,7 +120,7 @@ class PerfSession:
     @cached_property
     def unavailable(self) -> str | None:
         """Why no variant can run here (SGLang is not installed), or None."""
-        if self.options.simulate or self.settings.server_command is not None:
+        if self.options.simulate or self.settings.server_command is not None or all(v.url for v in self.variants):
             return None
         if importlib.util.find_spec("sglang") is None:
             return "SGLang is not installed"
@@ -149,15 +150,17 @@ class PerfSession:
     def _run(self, name: str) -> VariantRun:
         run = self.runs.get(name)
         if run is None:
-            variant = self.settings.variant(name)
+            variant = next((v for v in self.variants if v.name == name), None) or self.settings.variant(name)
             run = self.runs[name] = VariantRun(variant, plan_server(self.settings, variant,
                                                                     simulate=self.options.simulate))
         return run
 
     def _preflight(self) -> None:
         """Unknown, ambiguous, repeated or incompatible flags: reported before any server starts."""
-        plans = [run.plan for run in self.runs.values()]
-        for finding in check_plans(plans, self._parser, gpus=self._gpus):
+        local = [run.plan for run in self.runs.values() if run.plan.url is None]
+        remote = [run.plan for run in self.runs.values() if run.plan.url is not None]
+        findings = [*check_plans(local, self._parser, gpus=self._gpus), *check_plans(remote, self._parser)]
+        for finding in findings:
             self.live.finding(f"pre-flight {finding}")
             if finding.level is Level.ERROR:
                 self.runs[finding.variant].preflight_errors.append(finding.message)
@@ -226,23 +229,30 @@ class PerfSession:
         return run
 
     def _boot(self, run: VariantRun) -> None:
-        """Boot the variant's server unless it runs (a failed boot is raised again), then read what it runs."""
+        """Boot the variant's server unless it runs, or attach to its remote server (a failed boot is raised again),
+        then read what it runs."""
         if run.boot_error is not None:
             raise run.boot_error
-        if run.process is None:
-            self.roofline.before_boot()
-            log_path = self.logs.folder() / f"{run.name}.log"
-            try:
+        try:
+            if run.plan.url is not None and run.server is None:
+                run.server = attach_server(run.plan, self._log_path(run), self.settings.request.timeout,
+                                           self.live.detail)
+            elif run.process is None and run.plan.url is None:
+                self.roofline.before_boot()
+                log_path = self._log_path(run)
                 plan = self.gpus.claim(run, log_path)
                 run.process, run.server = boot_server(plan, log_path, self.settings.startup_timeout,
                                                       self.live.boot_progress(run.name),
                                                       stop_grace=self.settings.stop_grace)
-            except BootError as exc:
-                run.boot_error = exc
-                self.gpus.release(run)
-                raise
+        except BootError as exc:
+            run.boot_error = exc
+            self.gpus.release(run)
+            raise
         if run.config is None:
             self._inspect(run)
+
+    def _log_path(self, run: VariantRun) -> Path:
+        return self.logs.folder() / f"{run.name}.log"
 
     def _inspect(self, run: VariantRun) -> None:
         """Read what the new server really runs, compare it with what was asked and say so."""
@@ -289,10 +299,11 @@ class PerfSession:
         run = self.runs[name]
         assert run.server is not None, "measure() needs the variant's running server"
         result = measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
-                         boot_seconds=run.server.boot_seconds, simulated=self.options.simulate,
+                         boot_seconds=None if run.plan.url else run.server.boot_seconds,
+                         simulated=self.options.simulate,
                          api_key=run.server.plan.api_key, timeout=self.settings.request.timeout,
                          startup=run.startup, decided=decided,
-                         flush_key=flag_value(run.plan.command, "--admin-api-key"))
+                         flush_key=run.plan.admin_api_key)
         return self.roofline.annotate(run, result)
 
     def place(self, name: str, params: RequestParams) -> CellPlace:
@@ -305,7 +316,8 @@ class PerfSession:
             run.identity, hardware = server_identity(
                 run.plan, self._parser, model=self.settings.model,
                 model_dir=local_model_dir(model_path, self.settings.root),
-                gpu_name=next(iter(self._gpus.names), None))
+                gpu_name=run.variant.gpu or REMOTE_GPU if run.plan.url and not self.options.simulate
+                else run.variant.gpu or next(iter(self._gpus.names), None))
             run.key = environment_key(model=self.settings.model, simulated=self.options.simulate,
                                       hardware=hardware)
         assert run.key is not None
@@ -350,24 +362,6 @@ class PerfSession:
     def _recorded_run(self, name: str) -> RecordedRun:
         run = self.runs[name]
         return RecordedRun(tuple(redact_argv(run.plan.args)), None if run.config is None else dict(run.config.ran))
-
-    def gate_failure(self, cell: Cell) -> str | None:
-        """Why a checked cell fails its test, or None: regressed always; inconclusive with
-        --sglang-fail-inconclusive; new and stale with --sglang-require-baselines."""
-        verdict = cell.verdict
-        if verdict is Verdict.REGRESSED:
-            return "regressed"
-        if verdict is Verdict.INCONCLUSIVE and self.options.fail_inconclusive:
-            return "inconclusive (--sglang-fail-inconclusive)"
-        if verdict in (Verdict.NEW, Verdict.STALE) and self.options.require_baselines:
-            return f"{verdict.value}: no comparable baseline (--sglang-require-baselines)"
-        return None
-
-    def refresh_command(self, nodeid: str) -> str:
-        """The command that re-measures one test (one variant) and records it as the baseline."""
-        simulate = " --sglang-simulate" if self.options.simulate else ""
-        config = f" --sglang-config {self.options.config_path}" if self.options.config_path else ""
-        return f"pytest '{nodeid}'{simulate}{config} {REFRESH_FLAG}"
 
     def nothing_measured(self) -> str | None:
         """The closing line of a run whose perf tests all skipped because they cannot run here: never a silent

@@ -87,6 +87,8 @@ class SessionRoofline:
             return None
         if result.params.concurrency > 1:
             return "no ceiling for a concurrent cell: the ceiling is modelled for one stream (batch 1)"
+        if run.plan.url is not None and not self._simulate:
+            return "no ceiling: the server is remote (--sglang-url / url), and its GPUs are not probed from here"
         bandwidth = self.bandwidth()
         if isinstance(bandwidth, str):
             return bandwidth

@@ -44,3 +44,7 @@ class RunOptions:
     """Where run folders of server logs go when no log_dir is set (pytest's cache dir); None: a temp dir."""
     gpu_lock_dir: Path | None = None
     """`--sglang-gpu-lock-dir DIR`: the host's shared folder of GPU claims (server/gpu_claims.py); None: the default."""
+    url: str | None = None
+    """`--sglang-url URL`: measure the server running there (the one selected variant) instead of booting one."""
+    remote_gpu: str | None = None
+    """`--sglang-remote-gpu NAME`: the GPU model of a remote server, for its baseline key."""

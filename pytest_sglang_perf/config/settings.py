@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from pytest_sglang_perf.config.reader import ConfigError as ConfigError  # re-exported: callers import it from here
 from pytest_sglang_perf.config.reader import Reader, expect_table, string
@@ -48,6 +49,10 @@ class Variant:
     name: str
     args: tuple[str, ...] = ()
     env: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+    url: str | None = None
+    """A running server to measure instead of booting one (`url = "http://host:30000"`, or --sglang-url)."""
+    gpu: str | None = None
+    """The GPU model of the remote server at `url` (nvidia-smi's name; its baselines are keyed by it)."""
 
 
 @dataclass(frozen=True)
@@ -248,12 +253,27 @@ def _variant(reader: Reader, name: str, spec: object) -> Variant:
     if isinstance(spec, list):
         return Variant(name, reader.get({name: spec}, name, _args, prefix="variants."))
     if isinstance(spec, dict):
-        reader.check_keys(spec, {"args", "env"}, key + ".")
+        reader.check_keys(spec, {"args", "env", "url", "gpu"}, key + ".")
         args = reader.get(spec, "args", _args, default=_NO_ARGS, prefix=key + ".")
         env = reader.get(spec, "env", _env, default=_NO_ENV, prefix=key + ".")
-        return Variant(name, args, env)
-    raise reader.fail(key, "expected a list of flags or a table with args and env, e.g. "
+        url = reader.get(spec, "url", server_url, default=None, prefix=key + ".")
+        gpu = reader.get(spec, "gpu", string, default=None, prefix=key + ".")
+        return Variant(name, args, env, url, gpu)
+    raise reader.fail(key, "expected a list of flags or a table with args, env, url and gpu, e.g. "
                       f"{name} = [\"--enable-single-batch-overlap\"]")
+
+
+def server_url(value: object) -> str:
+    """A running server's base URL, `http(s)://host:port` (a trailing slash dropped)."""
+    text = string(value).strip().rstrip("/")
+    parsed = urlsplit(text)
+    if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path or parsed.query:
+        raise ValueError(f"expected a server's base URL such as \"http://10.0.0.5:30000\", got {value!r}")
+    try:
+        parsed.port  # noqa: B018 (raises on a port that is not a number)
+    except ValueError:
+        raise ValueError(f"expected a server's base URL such as \"http://10.0.0.5:30000\", got {value!r}") from None
+    return text
 
 
 def _tolerances(reader: Reader, value: object) -> Mapping[str, float]:

@@ -45,7 +45,7 @@ def _chunk_gaps(records: Sequence[StreamRecord]) -> list[float]:
     return [b - a for record in records for a, b in pairwise(record.chunk_times)]
 
 
-def build_result(records: Sequence[StreamRecord], *, variant: str, params: RequestParams, boot_seconds: float,
+def build_result(records: Sequence[StreamRecord], *, variant: str, params: RequestParams, boot_seconds: float | None,
                  simulated: bool, startup: StartupFacts | None = None) -> Result:
     if not records:
         raise ValueError(f"no requests were measured for variant {variant!r}: repeats must be at least 1")
@@ -64,7 +64,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
     )
 
 
-def measure(base_url: str, *, model: str, variant: str, params: RequestParams, boot_seconds: float,
+def measure(base_url: str, *, model: str, variant: str, params: RequestParams, boot_seconds: float | None,
             simulated: bool, api_key: str | None = None, timeout: float = 600.0,
             startup: StartupFacts | None = None, decided: Callable[[Result], bool] | None = None,
             flush_key: str | None = None) -> Result:

@@ -122,7 +122,8 @@ class Result:
     prompt_hash: str
     samples: tuple[Sample, ...]
     summaries: Mapping[str, Summary]
-    boot_seconds: float
+    boot_seconds: float | None
+    """Launch -> ready of the server measured; None for a remote server (not booted by this run)."""
     simulated: bool
     itl_p50: float | None = None
     itl_p99: float | None = None

@@ -94,13 +94,15 @@ def graph_use_text(use: GraphUse) -> str:
 
 def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[str, StartupFacts],
                          boot_seconds: Mapping[str, float], simulated: bool,
-                         uses: Mapping[str, GraphUse] | None = None, *, brief: bool = False) -> list[str]:
+                         uses: Mapping[str, GraphUse] | None = None, *, brief: bool = False,
+                         remote: Mapping[str, str] | None = None) -> list[str]:
     """The summary's servers section: per variant, the effective configuration, the startup costs and how
     many batches really ran with a graph. `brief` (pytest's default verbosity): a variant whose server ran as
     requested gets its verdict line and its warnings (a duplicate's warning is in pytest's warnings summary
     already); one whose server differs from the request, or could not be verified, gets the full report (what
     ran is what the user must read then)."""
     tag = " (SIMULATED)" if simulated else ""
+    remote = remote or {}
     lines: list[str] = []
     for name, config in configs.items():
         first, *rest = config_lines(config)
@@ -109,7 +111,9 @@ def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[
             lines += _brief_rest(config, rest)
             continue
         lines += rest
-        if name in facts:
+        if name in remote:
+            lines.append(f"  startup: not observed: the server at {remote[name]} is remote (not booted by this run)")
+        elif name in facts:
             lines.append(f"  startup: {startup_text(facts[name], boot_seconds.get(name))}")
         if uses and name in uses:
             lines.append(f"  runtime: {graph_use_text(uses[name])}")

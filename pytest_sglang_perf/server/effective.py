@@ -251,10 +251,11 @@ def _set_path(info: dict[str, Any], path: Sequence[str | int], value: Any) -> No
 
 
 def evaluate(variant: str, requested: Sequence[Requested], info: Mapping[str, Any], facts: StartupFacts,
-             messages: Sequence[str], rules: SGLangRules) -> EffectiveConfig:
+             messages: Sequence[str], rules: SGLangRules, *, log_seen: bool = True) -> EffectiveConfig:
     """Compare each requested flag with what the server ran; find default optimizations switched off.
 
-    `info` must already be redacted (redact_info); `messages` are the log's lines without prefixes.
+    `info` must already be redacted (redact_info); `messages` are the log's lines without prefixes. `log_seen`:
+    False for a server whose log this run cannot read (a remote one), whose graph captures are then unknown.
     """
     view = json.loads(json.dumps(info))  # a private copy to apply capture-time fallbacks to
     _apply_capture_skips(view, facts, rules)
@@ -264,7 +265,7 @@ def evaluate(variant: str, requested: Sequence[Requested], info: Mapping[str, An
     outcomes = tuple(_outcome(r, view, by_topic, rules) for r in latest.values())
     return EffectiveConfig(
         variant=variant, flags=outcomes, switched_off=_switched_off(latest, view, by_topic, rules),
-        ran=ran_lines(view, facts), requested={d: r.value for d, r in latest.items()}, info=view,
+        ran=ran_lines(view, facts, log_seen=log_seen), requested={d: r.value for d, r in latest.items()}, info=view,
     )
 
 
@@ -310,10 +311,10 @@ def _switched_off(requested: Mapping[str, Requested], info: Mapping[str, Any],
 # What ran, in words ---------------------------------------------------------------------------------------
 
 
-def ran_lines(info: Mapping[str, Any], facts: StartupFacts) -> tuple[tuple[str, str], ...]:
+def ran_lines(info: Mapping[str, Any], facts: StartupFacts, *, log_seen: bool = True) -> tuple[tuple[str, str], ...]:
     """The configuration that matters for speed, as the server reported it."""
-    lines = [("prefill CUDA graph", _graph(info, facts, "prefill")),
-             ("decode CUDA graph", _graph(info, facts, "decode"))]
+    lines = [("prefill CUDA graph", _graph(info, facts, "prefill", log_seen)),
+             ("decode CUDA graph", _graph(info, facts, "decode", log_seen))]
     spec = info.get("speculative_algorithm")
     if spec:
         lines.append(("speculative decoding", f"{spec} steps={info.get('speculative_num_steps')} "
@@ -327,7 +328,7 @@ def ran_lines(info: Mapping[str, Any], facts: StartupFacts) -> tuple[tuple[str, 
     return tuple(lines)
 
 
-def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
+def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str, log_seen: bool = True) -> str:
     """The plan's backend only when the log shows the graph captured; otherwise what kept it from running.
 
     `cuda_graph_config` is the plan: on CPU it still says `full` for decode although nothing is captured
@@ -343,6 +344,8 @@ def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
         return f"{name} (captured in {seconds:.2f} s{detail})"
     if backend is _MISSING:
         return "not reported"
+    if not log_seen and backend != "disabled":
+        return f"capture not known (no server log: the server is remote); planned {backend}"
     if backend == "disabled":
         if phase != "prefill" or not facts.prefill_graph_skipped:
             return "disabled"

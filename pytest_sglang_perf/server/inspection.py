@@ -29,7 +29,8 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
     rules = load_rules(str(info.get("version") or parser.version))
     info = redact_info(info, rules, secret_values(plan.args, plan.api_key))
     try:
-        config = evaluate(name, requested_flags(plan.args, parser), info, facts, first_rank_messages(text), rules)
+        config = evaluate(name, requested_flags(plan.args, parser), info, facts, first_rank_messages(text), rules,
+                          log_seen=plan.url is None)
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # an unexpected /server_info shape
         why = f"/server_info has a shape this plugin does not know ({type(exc).__name__}: {exc})"
         return unavailable(name, why, facts), facts

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -29,22 +30,37 @@ class ServerPlan:
     uses_default_launcher: bool
     model_config: Path | None = None
     """The config.json the simulator reads for the model (server/fingerprint.py hashes it); None on a real run."""
+    url: str | None = None
+    """A running server to measure instead (the variant's `url`): nothing is booted or stopped, and `command` is
+    only what the server is expected to run."""
+    admin_api_key: str | None = None
+    """The key of SGLang's admin endpoints (/flush_cache), when the server has one."""
 
 
-def plan_server(settings: Settings, variant: Variant, *, simulate: bool) -> ServerPlan:
+API_KEY_ENV = "SGLANG_PERF_API_KEY"
+ADMIN_KEY_ENV = "SGLANG_PERF_ADMIN_API_KEY"
+"""A remote server's keys come from the environment (a secret stays out of the configuration); a booted server's
+from its own `--api-key`/`--admin-api-key`."""
+
+
+def plan_server(settings: Settings, variant: Variant, *, simulate: bool,
+                environ: Mapping[str, str] = os.environ) -> ServerPlan:
     program = _program(settings, simulate)
     model = simulated_model(settings) if simulate else PlannedModel(settings.model, None)
     extra = settings.simulate.args if simulate else ()
     args = (*settings.args, *variant.args)
+    remote = variant.url is not None
     return ServerPlan(
         variant=variant,
         args=args,
         command=(*program, "--model-path", model.model_path, *args, *extra),
         env={**settings.env, **variant.env},
         simulated=simulate,
-        api_key=flag_value(args, "--api-key"),
-        uses_default_launcher=not simulate and settings.server_command is None,
+        api_key=(remote and environ.get(API_KEY_ENV)) or flag_value(args, "--api-key"),
+        uses_default_launcher=not simulate and settings.server_command is None and not remote,
         model_config=model.config_file,
+        url=variant.url,
+        admin_api_key=(remote and environ.get(ADMIN_KEY_ENV)) or flag_value(args, "--admin-api-key"),
     )
 
 

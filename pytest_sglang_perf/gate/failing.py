@@ -1,0 +1,32 @@
+"""Which checked cells fail their test under this run's options, and the command that refreshes one.
+
+Plain Python (no pytest): handle.py asks after each check.
+"""
+
+from __future__ import annotations
+
+from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.gate.compare import Cell, Verdict
+
+REFRESH_FLAG = "--sglang-update-baselines"
+
+
+def gate_failure(cell: Cell, options: RunOptions) -> str | None:
+    """Why a checked cell fails its test, or None: regressed always; inconclusive with --sglang-fail-inconclusive;
+    new and stale with --sglang-require-baselines."""
+    verdict = cell.verdict
+    if verdict is Verdict.REGRESSED:
+        return "regressed"
+    if verdict is Verdict.INCONCLUSIVE and options.fail_inconclusive:
+        return "inconclusive (--sglang-fail-inconclusive)"
+    if verdict in (Verdict.NEW, Verdict.STALE) and options.require_baselines:
+        return f"{verdict.value}: no comparable baseline (--sglang-require-baselines)"
+    return None
+
+
+def refresh_command(nodeid: str, options: RunOptions) -> str:
+    """The command that re-measures one test (one variant) and records it as the baseline."""
+    simulate = " --sglang-simulate" if options.simulate else ""
+    config = f" --sglang-config {options.config_path}" if options.config_path else ""
+    url = f" --sglang-url {options.url}" if options.url else ""
+    return f"pytest '{nodeid}'{simulate}{config}{url} {REFRESH_FLAG}"
