@@ -236,7 +236,7 @@ class SGLangPerf:
         if gate_failure(cell, options) is None:
             return None
         context = server_failure_lines(self._run)
-        return failure_message(cell, refresh_command(self._nodeid, options), context)
+        return failure_message(cell, refresh_command(self._nodeid, self.variant.name, options), context)
 
     def _publish(self, cell: Cell, result: Result) -> None:
         """The checked cell leaves the terminal too: JUnit properties (junit.xml) and a pytest-benchmark

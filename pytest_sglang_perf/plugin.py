@@ -30,7 +30,8 @@ if TYPE_CHECKING:
 VARIANT_FIXTURE = "sglang_variant"
 SESSION = pytest.StashKey["PerfSession | None"]()
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
-_WORKER_PARTS = pytest.StashKey[list["WorkerPart"]]()
+_WORKER_PARTS = pytest.StashKey[dict[str, "WorkerPart"]]()
+"""pytest-xdist's controller: each worker's part by worker id (a worker interrupted reports its end twice)."""
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -50,9 +51,18 @@ def pytest_configure(config: pytest.Config) -> None:
     except ConfigError as exc:
         raise pytest.UsageError(str(exc)) from None
     config.stash[SESSION] = session
-    config.stash[_WORKER_PARTS] = []
+    config.stash[_WORKER_PARTS] = {}
+    if session is not None and _option(config, "dist") == "each":
+        raise pytest.UsageError("sglang-perf: --dist each runs every test on every pytest-xdist worker: every variant "
+                                "would boot on each worker and each cell be measured once per worker; use -n N alone "
+                                "(the plugin keeps a variant's tests on one worker)")
     if session is not None:
         _install_sigterm_handler(config)
+
+
+def _option(config: pytest.Config, name: str) -> object:
+    """An option another plugin (pytest-xdist) may or may not have added."""
+    return getattr(config.option, name, None)
 
 
 def _log_root(config: pytest.Config) -> Path | None:
@@ -247,8 +257,8 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     from pytest_sglang_perf.session_reports import summary_sections
     from pytest_sglang_perf.session_workers import worker_sections
 
-    parts = terminalreporter.config.stash[_WORKER_PARTS]
-    for title, lines in worker_sections(parts) if parts else summary_sections(session):
+    parts = list(terminalreporter.config.stash[_WORKER_PARTS].values())
+    for title, lines in worker_sections(session, parts) if parts else summary_sections(session):
         terminalreporter.section(title)
         for line in lines:
             terminalreporter.write_line(line)
@@ -264,14 +274,15 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object | None:
-    """pytest-xdist's controller under `-n N` (`--dist load`) or `--dist loadgroup`: a variant's tests go to one
-    worker (xdist_scheduling.py), so each variant boots once."""
+    """pytest-xdist's controller: a variant's tests go to one worker (xdist_scheduling.py), so each variant boots
+    once; the other tests are scheduled as their `--dist` mode says."""
     session = config.stash.get(SESSION, None)
     from pytest_sglang_perf.xdist_scheduling import DISTRIBUTIONS, variant_scheduler
 
-    if session is None or config.getvalue("dist") not in DISTRIBUTIONS:
+    dist = config.getvalue("dist")
+    if session is None or dist not in DISTRIBUTIONS:
         return None
-    return variant_scheduler(config, log, [v.name for v in session.variants])
+    return variant_scheduler(config, log, [v.name for v in session.variants], dist)
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -285,7 +296,7 @@ def pytest_testnodedown(node: object, error: object) -> None:
         return
     part = read_part(str(getattr(node, "workerinput", {}).get("workerid", "?")), output.get(OUTPUT_KEY))
     if part is not None:
-        config.stash[_WORKER_PARTS].append(part)
+        config.stash[_WORKER_PARTS][part.worker] = part
 
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
@@ -301,7 +312,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if session.config.pluginmanager.hasplugin("dsession"):  # pytest-xdist's controller: its workers measured
         from pytest_sglang_perf.session_workers import finish_controller
 
-        parts = session.config.stash[_WORKER_PARTS]
+        parts = list(session.config.stash[_WORKER_PARTS].values())
         finish_controller(perf, parts)
     else:
         perf.finish()

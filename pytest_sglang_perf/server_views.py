@@ -81,5 +81,6 @@ def server_failure_lines(run: VariantRun) -> list[str]:
     """What a failing test's report says about its variant's server (see describe.failure_lines)."""
     if run.config is None or run.server is None:
         return []
-    return failure_lines(run.config, run.startup, run.server.boot_seconds,
+    remote = run.plan.url is not None
+    return failure_lines(run.config, None if remote else run.startup, None if remote else run.server.boot_seconds,
                          shown_path(run.server.log_path, Path.cwd()))

@@ -104,7 +104,7 @@ class PerfSession:
     @cached_property
     def gpus(self) -> SessionGpus:
         """The GPUs each server gets (a claim of its own on a multi-GPU host)."""
-        return SessionGpus(self.options.gpu_lock_dir, self.settings.startup_timeout, lambda: self._parser, self.live)
+        return SessionGpus(self.options, self.settings.startup_timeout, lambda: self._parser, self.live)
 
     @cached_property
     def environment(self) -> Environment:
@@ -238,12 +238,13 @@ class PerfSession:
                 run.server = attach_server(run.plan, self._log_path(run), self.settings.request.timeout,
                                            self.live.detail)
             elif run.process is None and run.plan.url is None:
-                self.roofline.before_boot()
                 log_path = self._log_path(run)
                 plan = self.gpus.claim(run, log_path)
+                self.roofline.before_boot(plan.env.get("CUDA_VISIBLE_DEVICES"))  # only the GPUs claimed
                 run.process, run.server = boot_server(plan, log_path, self.settings.startup_timeout,
                                                       self.live.boot_progress(run.name),
-                                                      stop_grace=self.settings.stop_grace)
+                                                      stop_grace=self.settings.stop_grace,
+                                                      pass_fds=() if run.claim is None else run.claim.fds)
         except BootError as exc:
             run.boot_error = exc
             self.gpus.release(run)

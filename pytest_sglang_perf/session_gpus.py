@@ -11,6 +11,7 @@ from collections.abc import Callable
 from functools import cached_property
 from pathlib import Path
 
+from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.gate.environment import detect_gpus
 from pytest_sglang_perf.live import Live
 from pytest_sglang_perf.server.gpu_claims import DEFAULT_LOCK_DIR, claimed_plan, gpu_pool
@@ -20,8 +21,12 @@ from pytest_sglang_perf.variant_run import VariantRun
 
 
 class SessionGpus:
-    def __init__(self, lock_dir: Path | None, timeout: float, parser: Callable[[], ArgParser], live: Live) -> None:
-        self._lock_dir = lock_dir or DEFAULT_LOCK_DIR
+    """Claims are made on a GPU host; a simulated run claims only when --sglang-gpu-lock-dir asks for it (its
+    servers use no real GPU, so by default they hold none)."""
+
+    def __init__(self, options: RunOptions, timeout: float, parser: Callable[[], ArgParser], live: Live) -> None:
+        self._enabled = not options.simulate or options.gpu_lock_dir is not None
+        self._lock_dir = options.gpu_lock_dir or DEFAULT_LOCK_DIR
         self._timeout = timeout
         self._parser = parser
         self._live = live
@@ -29,14 +34,15 @@ class SessionGpus:
     @cached_property
     def pool(self) -> tuple[str, ...]:
         """The GPUs this process may claim: CUDA_VISIBLE_DEVICES's, else those nvidia-smi lists."""
-        return gpu_pool(os.environ, lambda: len(detect_gpus().names))
+        return gpu_pool(os.environ, lambda: len(detect_gpus().names)) if self._enabled else ()
 
     def claim(self, run: VariantRun, log_path: Path) -> ServerPlan:
         """The variant's plan with CUDA_VISIBLE_DEVICES set to GPUs claimed for it alone, kept in `run.claim`; raises
         BootError when no claim can be made."""
-        from pytest_sglang_perf.sglang_facts.resolved import gpus_used
+        from pytest_sglang_perf.server.preflight import local_gpu_count
 
-        plan, run.claim = claimed_plan(run.plan, lambda: gpus_used(run.plan.args, self._parser()), self.pool,
+        count = local_gpu_count(run.plan.args, self._parser()) if self.pool and run.plan.url is None else None
+        plan, run.claim = claimed_plan(run.plan, count, self.pool,
                                        self._lock_dir, log_path, timeout=self._timeout,
                                        waiting=lambda message: self._live.note(f"[{run.name}] {message}"))
         if run.claim is not None:

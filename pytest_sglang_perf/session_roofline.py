@@ -55,8 +55,9 @@ class SessionRoofline:
         """The probe's report, once it ran (a real run on a host with GPUs, before its first boot)."""
         self._weights: dict[str, WeightBytes | str] = {}
 
-    def before_boot(self) -> None:
-        """Run the probe once, in a process of its own, before any server holds the GPUs' memory."""
+    def before_boot(self, visible: str | None = None) -> None:
+        """Run the probe once, in a process of its own, before any server holds the GPUs' memory; `visible`: the
+        GPUs claimed for the first server (CUDA_VISIBLE_DEVICES), the only ones free of other servers then."""
         if self.probe is not None or self._simulate or not self._probe_wanted or not self._gpus.names:
             return
         from pytest_sglang_perf.hardware.probe import probe_in_subprocess
@@ -64,7 +65,7 @@ class SessionRoofline:
 
         self._say("probing the GPUs before the first boot: their read bandwidth, for the decode ceilings "
                   "(--sglang-no-probe skips it)")
-        self.probe = probe_in_subprocess()
+        self.probe = probe_in_subprocess(visible=visible)
         self._say(f"GPU probe: {probe_text(self.probe)}")
 
     def annotate(self, run: VariantRun, result: Result) -> Result:

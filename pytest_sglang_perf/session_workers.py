@@ -1,10 +1,10 @@
 """A session split over pytest-xdist workers: what a worker hands the controller, and the controller's end.
 
-Plain Python (no pytest). Each worker runs the variants it was given (plugin.py groups a variant's tests on one
-worker) and, at its end, stops its servers and hands over its summary sections, its errors and, when the run writes
-files, its results document (`worker_output`, a JSON-ready dict: xdist carries it as the worker's `workeroutput`).
-The controller measures nothing itself: it writes the run's files from the merged documents (outputs/merge.py) and
-shows each worker's sections (`finish_controller`).
+Plain Python (no pytest). Each worker runs the variants it was given (xdist_scheduling.py keeps a variant's tests on
+one worker) and, at its end, stops its servers and hands over its summary sections, its errors and its results
+document (`worker_output`, a JSON-ready dict: xdist carries it as the worker's `workeroutput`). The controller
+measures nothing itself: it writes the run's files from the merged documents (outputs/merge.py), shows each
+worker's sections and one A/B section over every worker's cells (`finish_controller`, `worker_sections`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from pytest_sglang_perf.session import PerfSession
 
+AB_TITLE = "sglang-perf A/B"
 OUTPUT_KEY = "sglang_perf"
 """The key of the worker's part in xdist's `workeroutput`."""
 
@@ -35,17 +36,15 @@ class WorkerPart:
 
 def worker_output(session: PerfSession) -> dict[str, Any]:
     """At a worker's end: stop its servers; its summary sections, errors and results document."""
-    from pytest_sglang_perf.outputs.writers import outputs_wanted
     from pytest_sglang_perf.session_reports import results_document, summary_sections
 
     session.stop_all()
-    wanted = outputs_wanted(session.options, os.environ, measured=bool(session.runs))
     nothing = session.nothing_measured()
     sections = [[title, lines] for title, lines in summary_sections(session)]
     return {
         "sections": sections + ([["sglang-perf", [nothing]]] if nothing is not None else []),
         "errors": list(session.errors),
-        "document": results_document(session) if wanted and session.runs else None,
+        "document": results_document(session) if session.runs else None,
     }
 
 
@@ -76,6 +75,25 @@ def finish_controller(session: PerfSession, parts: Sequence[WorkerPart]) -> None
     session.errors.extend(outputs.errors)
 
 
-def worker_sections(parts: Sequence[WorkerPart]) -> list[tuple[str, list[str]]]:
-    """Each worker's summary sections, titled with the worker."""
-    return [(f"{title} [{part.worker}]", lines) for part in parts for title, lines in part.sections]
+def worker_sections(session: PerfSession, parts: Sequence[WorkerPart]) -> list[tuple[str, list[str]]]:
+    """Each worker's summary sections, titled with the worker, then the A/B section of every worker's cells (a
+    worker's own compares only the variants it ran)."""
+    shown = [(f"{title} [{part.worker}]", lines) for part in parts for title, lines in part.sections
+             if title != AB_TITLE]
+    ab = _ab_lines(session, parts)
+    return [*shown, (AB_TITLE, ab)] if ab else shown
+
+
+def _ab_lines(session: PerfSession, parts: Sequence[WorkerPart]) -> list[str]:
+    from pytest_sglang_perf.gate.ab import CellSamples, section_lines
+    from pytest_sglang_perf.session_reports import significant_only
+
+    cells = []
+    for part in parts:
+        for cell in (part.document or {}).get("cells", []):
+            try:
+                cells.append(CellSamples.from_results_cell(cell))
+            except ValueError:  # a cell that measured nothing (its test failed before measuring)
+                continue
+    lines = section_lines(cells, [v.name for v in session.variants], session.settings.gate.confidence)
+    return significant_only(lines) if session.options.verbosity == 0 else lines

@@ -258,6 +258,9 @@ def _variant(reader: Reader, name: str, spec: object) -> Variant:
         env = reader.get(spec, "env", _env, default=_NO_ENV, prefix=key + ".")
         url = reader.get(spec, "url", server_url, default=None, prefix=key + ".")
         gpu = reader.get(spec, "gpu", string, default=None, prefix=key + ".")
+        if gpu is not None and url is None:
+            raise reader.fail(key + ".gpu", "names the GPU of a remote server (url = ...); a booted server's GPU is "
+                              "the one nvidia-smi lists: drop gpu, or add the url of the server it runs on")
         return Variant(name, args, env, url, gpu)
     raise reader.fail(key, "expected a list of flags or a table with args, env, url and gpu, e.g. "
                       f"{name} = [\"--enable-single-batch-overlap\"]")
@@ -269,6 +272,9 @@ def server_url(value: object) -> str:
     parsed = urlsplit(text)
     if parsed.scheme not in ("http", "https") or not parsed.hostname or parsed.path or parsed.query:
         raise ValueError(f"expected a server's base URL such as \"http://10.0.0.5:30000\", got {value!r}")
+    if parsed.username is not None or parsed.password is not None:
+        raise ValueError("a server URL with user:password would be shown in every report; drop it (the API key "
+                         "comes from SGLANG_PERF_API_KEY)")
     try:
         parsed.port  # noqa: B018 (raises on a port that is not a number)
     except ValueError:

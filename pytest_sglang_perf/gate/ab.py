@@ -256,9 +256,17 @@ def session_lines(results: Mapping[tuple[str, str], Result], variants: Sequence[
                   confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
     """The session's A/B section: every measured variant against `default` (else the first variant measured, in
     matrix order); no lines when fewer than two variants were measured."""
-    measured = [name for name in variants if any(variant == name for _, variant in results)]
+    cells = [CellSamples.from_result(test_id, result) for (test_id, _), result in results.items()]
+    return section_lines(cells, variants, confidence)
+
+
+def section_lines(cells: Sequence[CellSamples], variants: Sequence[str],
+                  confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
+    """The A/B section of these cells (a session's, or the merged cells of pytest-xdist workers): every measured
+    variant against `default` (else the first variant measured, in matrix order); no lines when fewer than two
+    variants were measured."""
+    measured = [name for name in variants if any(cell.variant == name for cell in cells)]
     if len(measured) < 2:
         return []
     reference = DEFAULT_REFERENCE if DEFAULT_REFERENCE in measured else measured[0]
-    cells = [CellSamples.from_result(test_id, result) for (test_id, _), result in results.items()]
     return ab_lines(cells, reference, confidence)

@@ -24,9 +24,13 @@ def gate_failure(cell: Cell, options: RunOptions) -> str | None:
     return None
 
 
-def refresh_command(nodeid: str, options: RunOptions) -> str:
-    """The command that re-measures one test (one variant) and records it as the baseline."""
+def refresh_command(nodeid: str, variant: str, options: RunOptions) -> str:
+    """The command that re-measures one test (one variant) and records it as the baseline (a run against
+    --sglang-url again selects the variant the server runs, and keys it by the same GPU)."""
     simulate = " --sglang-simulate" if options.simulate else ""
     config = f" --sglang-config {options.config_path}" if options.config_path else ""
-    url = f" --sglang-url {options.url}" if options.url else ""
-    return f"pytest '{nodeid}'{simulate}{config}{url} {REFRESH_FLAG}"
+    remote = ""
+    if options.url:
+        remote = f" --sglang-url {options.url} --sglang-variants {variant}"
+        remote += f" --sglang-remote-gpu '{options.remote_gpu}'" if options.remote_gpu else ""
+    return f"pytest '{nodeid}'{simulate}{config}{remote} {REFRESH_FLAG}"

@@ -151,13 +151,15 @@ def _measure_models(torch: Any, gpus: tuple[GpuFacts, ...]) -> tuple[tuple[Bandw
     return tuple(done), failures
 
 
-def probe_in_subprocess(*, python: str | None = None, timeout: float = 180.0, measure: bool = True) -> ProbeReport:
+def probe_in_subprocess(*, python: str | None = None, timeout: float = 180.0, measure: bool = True,
+                        visible: str | None = None) -> ProbeReport:
     """`probe()` in a child process of `python` (this interpreter by default; it must be able to import
-    pytest_sglang_perf). `seconds` is the child's whole run, interpreter start and imports included."""
+    pytest_sglang_perf). `seconds` is the child's whole run, interpreter start and imports included. `visible`: the
+    GPUs it may use (CUDA_VISIBLE_DEVICES), when only those are free of other servers."""
     command = [python or sys.executable, "-m", MODULE, "--json", *(() if measure else ("--no-measure",))]
     start = time.perf_counter()
     try:
-        done = _run_in_own_group(command, timeout)
+        done = _run_in_own_group(command, timeout, visible)
     except subprocess.TimeoutExpired as exc:  # the child's whole process group was killed
         return _failed(command, f"timed out after {timeout:g} s and was killed", exc.stderr, start)
     except OSError as exc:
@@ -171,11 +173,13 @@ def probe_in_subprocess(*, python: str | None = None, timeout: float = 180.0, me
     return replace(report, seconds=round(time.perf_counter() - start, 3))
 
 
-def _run_in_own_group(command: list[str], timeout: float) -> subprocess.CompletedProcess[str]:
+def _run_in_own_group(command: list[str], timeout: float,
+                      visible: str | None = None) -> subprocess.CompletedProcess[str]:
     """Run `command` in a process group of its own: on a timeout, a Ctrl-C or any error the whole group is killed
     (a grandchild holding the output pipes cannot keep pytest waiting), then the error goes on."""
+    env = None if visible is None else {**os.environ, "CUDA_VISIBLE_DEVICES": visible}
     with subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          text=True, start_new_session=True) as child:
+                          text=True, start_new_session=True, env=env) as child:
         try:
             out, err = child.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:

@@ -2,9 +2,9 @@
 
 Plain Python (no pytest). Each worker measures the variants it was given and sends its results document
 (gate/results_file.py) to the controller, which writes the run's results file, Markdown report and plots from the
-merged one: the cells and the servers of every worker, the errored variants of every worker, and one account of the
-baselines. Every worker collects every test, so an entry no test of the run measured is unused in every worker's
-document; an entry a worker recorded is created or updated in the merged one.
+merged one: the cells and the servers of every worker, the errored variants (once each: every worker checks every
+variant before any boot), and one account of the baselines: an entry a worker recorded is created or updated, one
+that a worker's files hold and no test of the run measured is unused.
 """
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def merge_documents(docs: Sequence[Mapping[str, Any]], workers: Sequence[str] = 
     merged["simulated"] = any(bool(doc.get("simulated")) for doc in docs)
     merged["servers"] = {name: record for doc in docs for name, record in _mapping(doc.get("servers")).items()}
     merged["cells"] = [cell for doc in docs for cell in _list(doc.get("cells"))]
-    merged["errored"] = [errored for doc in docs for errored in _list(doc.get("errored"))]
+    merged["errored"] = _one_per_variant(errored for doc in docs for errored in _list(doc.get("errored")))
     merged["baselines"] = _baselines([doc.get("baselines") for doc in docs])
     merged["workers"] = list(workers)
     return merged
@@ -39,12 +39,20 @@ def _baselines(ledgers: Iterable[object]) -> dict[str, Any] | None:
     for key in (*_CHANGED, "unchanged"):
         merged[key] = _unique(pair for ledger in present for pair in _list(ledger.get(key)))
     touched = {tuple(pair) for key in _CHANGED for pair in merged[key]}
-    unused = [pair for pair in _list(present[0].get("unused"))
-              if tuple(pair) not in touched and all(pair in _list(ledger.get("unused")) for ledger in present)]
-    merged["unused"] = unused
+    merged["unused"] = [pair for pair in _unique(p for ledger in present for p in _list(ledger.get("unused")))
+                        if tuple(pair) not in touched]
     merged["unchanged"] = [pair for pair in merged["unchanged"] if tuple(pair) not in touched]
     merged["old"] = _unique(old for ledger in present for old in _list(ledger.get("old")))
     return merged
+
+
+def _one_per_variant(errored: Iterable[Any]) -> list[Any]:
+    """Every worker runs the pre-flight check of every variant: a variant it rejected is in each worker's list."""
+    seen: dict[object, Any] = {}
+    for item in errored:
+        key = item.get("variant") if isinstance(item, Mapping) else repr(item)
+        seen.setdefault(key, item)
+    return list(seen.values())
 
 
 def _unique(items: Iterable[Any]) -> list[Any]:

@@ -31,10 +31,13 @@ class RunningServer:
 
 
 def boot_server(plan: ServerPlan, log_path: Path, startup_timeout: float, progress: BootProgress, *,
-                stop_grace: float = DEFAULT_STOP_GRACE) -> tuple[ServerProcess, RunningServer]:
-    """Start the variant's server and wait until it is ready; raises BootError (after saying so) if it fails."""
+                stop_grace: float = DEFAULT_STOP_GRACE, pass_fds: tuple[int, ...] = ()) -> tuple[ServerProcess,
+                                                                                                  RunningServer]:
+    """Start the variant's server and wait until it is ready; raises BootError (after saying so) if it fails.
+    `pass_fds`: descriptors the server inherits (its GPU claim's locks)."""
     spec = LaunchSpec(name=plan.variant.name, command=plan.command, log_path=log_path,
-                      startup_timeout=startup_timeout, env=plan.env, api_key=plan.api_key, stop_grace=stop_grace)
+                      startup_timeout=startup_timeout, env=plan.env, api_key=plan.api_key, stop_grace=stop_grace,
+                      pass_fds=pass_fds)
     server = ServerProcess(spec, on_progress=lambda event: progress.step(event, server.command_line, log_path))
     try:
         with progress:

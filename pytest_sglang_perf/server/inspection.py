@@ -27,7 +27,7 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
     except ServerInfoError as exc:
         return unavailable(name, str(exc), facts), facts
     rules = load_rules(str(info.get("version") or parser.version))
-    info = redact_info(info, rules, secret_values(plan.args, plan.api_key))
+    info = redact_info(info, rules, secret_values(plan.args, plan.api_key, plan.admin_api_key))
     try:
         config = evaluate(name, requested_flags(plan.args, parser), info, facts, first_rank_messages(text), rules,
                           log_seen=plan.url is None)

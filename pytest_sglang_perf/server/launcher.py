@@ -62,6 +62,8 @@ class LaunchSpec:
     env: Mapping[str, str] = field(default_factory=dict)
     """Layered on os.environ (after PYTHONUNBUFFERED=1, so the log can be followed live)."""
     host: str = "127.0.0.1"
+    pass_fds: tuple[int, ...] = ()
+    """Descriptors the server inherits: its GPU claim's locks (server/gpu_claims.py), held as long as it lives."""
     api_key: str | None = None
     """Bearer token for the probes; redacted wherever a command or log tail is shown."""
     poll_interval: float = 0.2
@@ -281,7 +283,7 @@ class ServerProcess:
                 self._proc = subprocess.Popen(
                     argv, stdin=subprocess.DEVNULL, stdout=log_file, stderr=subprocess.STDOUT,
                     env={**os.environ, "PYTHONUNBUFFERED": "1", **self.spec.env, **self._watchdog.env},
-                    start_new_session=True,
+                    start_new_session=True, pass_fds=self.spec.pass_fds,
                 )
             except OSError as exc:
                 raise self.failure(f"could not launch {argv[0]!r}: {exc.strerror or exc}") from exc

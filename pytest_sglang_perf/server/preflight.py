@@ -168,19 +168,36 @@ _MULTI_NODE_DEST = "nnodes"
 """SGLang's `--nnodes`: a server spread over several hosts uses only its share of GPUs on each."""
 
 
+def local_gpu_count(args: Sequence[str], parser: ArgParser, namespace: argparse.Namespace | None = None) -> int | None:
+    """How many GPUs of this host one server with these args uses (tp x pp x dp); None when that is not known here:
+    a multi-node server, or a command line with a deprecated flag (the rules' `renamed_flags`), which SGLang
+    translates before it counts GPUs (`--dp-size 2 --enable-dp-attention` becomes `--attn-dp-size 2`, which adds no
+    GPU). The pre-flight check and the GPU claims (server/gpu_claims.py) count alike."""
+    if namespace is None:
+        try:
+            namespace = parse_command_line(args, raising_parser(parser))
+        except ParseError:
+            return None
+    if getattr(namespace, _MULTI_NODE_DEST, 1) != 1:
+        return None
+    rules = load_rules(parser.version)
+    written = given_flags(args, raising_parser(parser))
+    if any(option in rules.renamed_flags for g in written for option in g.action.option_strings):
+        return None
+    return gpus_used(args, parser)
+
+
 def _gpu_count(args: Sequence[str], namespace: argparse.Namespace, parser: ArgParser, gpus: TargetGpus) -> str | None:
     """A server that needs more GPUs than the host shows fails to boot: say so, naming the flags and the count.
 
     Not judged: a multi-node server, and a command line with a deprecated flag (the rules' `renamed_flags`), which
     SGLang translates before it counts GPUs (`--dp-size 2 --enable-dp-attention` becomes `--attn-dp-size 2`, which
     adds no GPU): better no finding than a wrong error."""
-    needed = gpus_used(args, parser)
-    if gpus.count is None or needed <= gpus.count or getattr(namespace, _MULTI_NODE_DEST, 1) != 1:
+    needed = local_gpu_count(args, parser, namespace)
+    if gpus.count is None or needed is None or needed <= gpus.count:
         return None
     rules = load_rules(parser.version)
     written = given_flags(args, raising_parser(parser))
-    if any(option in rules.renamed_flags for g in written for option in g.action.option_strings):
-        return None
     counting = set(rules.gpu_count_fields)
     given = {g.action.dest: g for g in written if g.action.dest in counting}
     flags = [g.flag for g in given.values()]

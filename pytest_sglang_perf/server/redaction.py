@@ -30,10 +30,11 @@ def redact_argv(argv: Sequence[str]) -> list[str]:
     return out
 
 
-def secret_values(argv: Sequence[str], api_key: str | None = None) -> tuple[str, ...]:
-    """Every secret value a log or message could echo: the api key and the values of secret flags in argv
-    (longest first, so that a secret containing another is masked whole)."""
-    values = [api_key or ""]
+def secret_values(argv: Sequence[str], api_key: str | None = None, *more: str | None) -> tuple[str, ...]:
+    """Every secret value a log or message could echo: the api key (and `more` keys, such as a remote server's
+    admin key) and the values of secret flags in argv (longest first, so that a secret containing another is
+    masked whole)."""
+    values = [api_key or "", *(key or "" for key in more)]
     for previous, arg in itertools.pairwise(("", *argv)):
         flag, eq, value = arg.partition("=")
         if is_secret_flag(previous):

@@ -11,6 +11,7 @@ There is no log to read: startup facts are unknown, and the variant's log file s
 
 from __future__ import annotations
 
+import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -103,5 +104,5 @@ def _status(url: str, api_key: str | None, timeout: float) -> int | str:
     except urllib.error.HTTPError as exc:
         exc.close()
         return int(exc.code)
-    except (OSError, ValueError) as exc:
-        return str(getattr(exc, "reason", exc))
+    except (OSError, ValueError, http.client.HTTPException) as exc:  # HTTPException: not an HTTP server there
+        return str(getattr(exc, "reason", exc)) or type(exc).__name__

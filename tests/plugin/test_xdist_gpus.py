@@ -83,6 +83,8 @@ def test_workers_claim_disjoint_gpus_and_boot_each_variant_once(pytester: pytest
     assert len(verdicts) == 6
     summary = gated.stdout.str()
     assert "sglang-perf [gw0]" in summary and "sglang-perf [gw1]" in summary
+    assert "sglang-perf A/B against variant 'tp2_a'" in summary  # over both workers' cells, once
+    assert summary.count("sglang-perf A/B against") == 1
 
 
 def _entries(folder: Path) -> set[tuple[str, str]]:
@@ -112,3 +114,21 @@ def test_too_few_visible_gpus_fail_the_boot_with_the_cause(pytester: pytest.Pyte
     shown = " ".join(claimed.stdout.str().split())
     assert "the server needs 2 GPU(s) (tp x pp x dp) but this host offers 1 (3)" in shown
     assert not (pytester.path / "logs" / "tp2.log").exists()
+
+
+def test_dist_each_is_refused_and_other_modes_keep_a_variant_on_one_worker(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"a": [], "b": ["--chunked-prefill-size", "4096"]}, extra=LOOSE)
+    pytester.makepyfile(test_perf=TESTS.replace("time.sleep(1.0)", "pass"),
+                        test_other="import pytest\n@pytest.mark.parametrize('n', range(4))\ndef test_n(n): pass\n")
+    each = pytester.runpytest_subprocess("-n", "2", "--dist", "each", "--sglang-simulate")
+    assert each.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--dist each runs every test on every pytest-xdist worker" in " ".join(each.stderr.str().split())
+    by_file = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--sglang-simulate",
+                                            "--sglang-log-dir", "logs", "-v")
+    by_file.assert_outcomes(passed=8)
+    workers = {}
+    for line in by_file.stdout.lines:
+        found = re.search(r"\[(gw\d)\] .*PASSED (test_perf\.py::test_\w+\[(\w+)\])", line)
+        if found:
+            workers.setdefault(found[3], set()).add(found[1])
+    assert sorted(workers) == ["a", "b"] and all(len(ran_on) == 1 for ran_on in workers.values()), workers

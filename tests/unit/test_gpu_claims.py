@@ -65,3 +65,48 @@ def test_more_gpus_than_the_pool_holds_is_refused_at_once(tmp_path: Path) -> Non
 ])
 def test_a_perf_test_is_scheduled_with_its_variant(nodeid: str, scope: str | None) -> None:
     assert variant_scope(nodeid, ["default", "tp2"]) == scope
+
+
+def test_a_claim_lasts_as_long_as_the_server_that_inherited_it(tmp_path: Path) -> None:
+    """pytest dies (its descriptors close without an unlock): the server still holds the GPUs until it exits."""
+    import os
+    import subprocess
+    import sys
+
+    claim = claim_gpus(("0",), 1, tmp_path, timeout=0)
+    server = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE,
+                              pass_fds=claim.fds)
+    try:
+        for fd in claim.fds:
+            os.close(fd)  # as the kernel does when pytest dies: no unlock
+        with pytest.raises(GpuClaimError):
+            claim_gpus(("0",), 1, tmp_path, timeout=0)
+    finally:
+        server.communicate(b"", timeout=30)
+    assert claim_gpus(("0",), 1, tmp_path, timeout=0).gpus == ("0",)
+
+
+def test_an_unusable_lock_folder_is_a_claim_error_naming_it(tmp_path: Path) -> None:
+    blocked = tmp_path / "not-a-folder"
+    blocked.write_text("")
+    with pytest.raises(GpuClaimError, match=r"lock folder .*not-a-folder cannot be used .*--sglang-gpu-lock-dir"):
+        claim_gpus(POOL, 1, blocked, timeout=0)
+
+
+def test_nothing_is_claimed_where_the_user_placed_the_server_or_its_gpus_are_unknown(tmp_path: Path) -> None:
+    from pytest_sglang_perf.config.settings import Variant
+    from pytest_sglang_perf.server.gpu_claims import claimed_plan
+    from pytest_sglang_perf.server.plan import ServerPlan
+
+    def plan(**changes: object) -> ServerPlan:
+        base = {"variant": Variant("v"), "args": (), "command": ("x",), "env": {}, "simulated": True, "api_key": None,
+                "uses_default_launcher": False}
+        return ServerPlan(**{**base, **changes})  # type: ignore[arg-type]
+
+    log = tmp_path / "v.log"
+    for unclaimed, count in ((plan(env={"CUDA_VISIBLE_DEVICES": "3"}), 1), (plan(url="http://h:1"), 1),
+                             (plan(), None)):
+        assert claimed_plan(unclaimed, count, POOL, tmp_path, log, timeout=0, waiting=print) == (unclaimed, None)
+    placed, claim = claimed_plan(plan(), 2, POOL, tmp_path, log, timeout=0, waiting=print)
+    assert placed.env == {"CUDA_VISIBLE_DEVICES": "0,1"} and claim is not None
+    claim.release()

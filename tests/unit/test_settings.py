@@ -60,12 +60,20 @@ def test_full_settings() -> None:
     ({"model": "m", "request": {"temperature": "hot"}}, "request.temperature: expected a number from 0 to 2"),
     ({"model": "m", "startup_timeout": -5}, "startup_timeout: a duration must be positive"),
     ({"model": "m", "env": {"A": 1}}, "env: expected a table of strings"),
+    ({"model": "m", "variants": {"a": {"url": "10.0.0.5:30000"}}}, "variants.a.url: expected a server's base URL"),
+    ({"model": "m", "variants": {"a": {"url": "http://u:p@h:1"}}}, "variants.a.url: a server URL with user:password"),
+    ({"model": "m", "variants": {"a": {"gpu": "NVIDIA H100"}}}, "variants.a.gpu: names the GPU of a remote server"),
 ])
 def test_bad_values_name_the_key(table: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=None) as info:
         _parse(table)
     assert message in str(info.value)
     assert str(info.value).startswith("sglang-perf.toml: ")
+
+
+def test_a_remote_variant_keeps_its_url_and_gpu() -> None:
+    s = _parse({"model": "m", "variants": {"prod": {"url": "https://sglang.svc:30000/", "gpu": "NVIDIA H100"}}})
+    assert (s.variant("prod").url, s.variant("prod").gpu) == ("https://sglang.svc:30000", "NVIDIA H100")
 
 
 def test_the_adaptive_plan_and_the_gate_table() -> None:
