@@ -5,7 +5,7 @@ Why not the `openai` package: it builds a pydantic object per chunk (~70 µs) an
 tok/s; see docs/client-measurement.md. A reader takes one `perf_counter()` per socket read before any parsing,
 splits SSE events on blank lines and feeds them to a `StreamAccumulator`, which keeps flat lists of floats.
 Measurements read with the bare-connection reader (wire.py, through rounds.py; `run_requests` is a round of one
-stream); `send_one` here is the aiohttp reader, kept for the side-by-side benchmark. Every failed, truncated or
+stream); aiohttp_reader.py is the aiohttp reader, kept for the side-by-side benchmark. Every failed, truncated or
 short request raises `RequestFailed`; nothing is silently dropped.
 """
 
@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from time import perf_counter
 from typing import TYPE_CHECKING, Any, TypeVar
 
-import aiohttp
 import orjson
 
 from pytest_sglang_perf.errors import SGLangPerfError
@@ -134,6 +132,35 @@ class StreamAccumulator:
             raise RequestFailed(f"server sent an event that is not JSON: {clip_line(payload.decode(errors='replace'))}",
                                 body=payload.decode(errors="replace")) from None
         self.feed_object(obj, t)
+
+    def feed_events(self, events: Sequence[bytes], t: float) -> None:
+        """The SSE events of one read, all `t` seconds after the send: as feed_event one by one, with the common
+        case (a `data: ` line holding one choice's delta) handled inline, which the client runs once per token."""
+        loads, times, parts = orjson.loads, self.times, self.parts
+        for event in events:
+            if self.done or event[:6] != b"data: " or event == b"data: [DONE]":
+                self.feed_event(event, t)
+                continue
+            try:
+                obj = loads(event[6:])
+            except orjson.JSONDecodeError:
+                self.feed_event(event, t)  # raises its RequestFailed
+                continue
+            choices = obj.get("choices") if type(obj) is dict else None
+            if not choices or len(choices) != 1:
+                self.feed_object(obj, t)
+                continue
+            choice = choices[0]
+            delta = choice.get("delta")
+            if delta:
+                content, reasoning = delta.get("content"), delta.get("reasoning_content")
+                if content and not reasoning:
+                    times.append(t)
+                    parts.append(content)
+                else:
+                    self.add_delta(content, reasoning, t)
+            if choice.get("finish_reason"):
+                self.finish_reason = choice["finish_reason"]
 
     def feed_object(self, obj: Mapping[str, Any], t: float) -> None:
         """One parsed chunk (a `chat.completion.chunk`, an sglext/usage chunk or an error event)."""
@@ -284,44 +311,6 @@ def connect_failure(url: str, error: BaseException) -> RequestFailed:
 def broken_failure(url: str, chunks: int, error: BaseException) -> RequestFailed:
     return RequestFailed(f"connection to {url} broke after {chunks} content chunks: {type(error).__name__}: "
                          f"{error or 'closed'} (the server died or dropped the stream: check its log)")
-
-
-async def _read_stream(response: aiohttp.ClientResponse, acc: StreamAccumulator, t0: float) -> None:
-    """Feed every SSE event to `acc`, stamping each read once before parsing it."""
-    carry = b""
-    async for data in response.content.iter_any():
-        t = perf_counter() - t0
-        events = (carry + data if carry else data).split(b"\n\n")
-        carry = events.pop()
-        for event in events:
-            acc.feed_event(event, t)
-    if carry.strip():
-        acc.feed_event(carry, perf_counter() - t0)
-
-
-async def _answer_failure(response: aiohttp.ClientResponse, url: str) -> RequestFailed:
-    text = (await response.content.read(ERROR_BODY_LIMIT)).decode(errors="replace")
-    if response.status != 200:
-        return status_failure(response.status, url, text)
-    return RequestFailed(f"expected a text/event-stream answer from POST {url}, got {response.content_type}: "
-                         f"{clip_line(text)} (does the server support stream=true?)", status=200, body=text)
-
-
-async def send_one(session: aiohttp.ClientSession, url: str, body: bytes, request: ChatRequest) -> StreamRecord:
-    acc = StreamAccumulator()
-    t0 = perf_counter()
-    try:
-        async with session.post(url, data=body) as response:
-            if response.status != 200 or response.content_type != "text/event-stream":
-                raise await _answer_failure(response, url)
-            await _read_stream(response, acc, t0)
-    except TimeoutError:
-        raise timeout_failure(url, request, len(acc.times)) from None
-    except aiohttp.ClientConnectorError as exc:
-        raise connect_failure(url, exc) from None
-    except aiohttp.ClientError as exc:
-        raise broken_failure(url, len(acc.times), exc) from None
-    return acc.record(request, t0)
 
 
 def request_headers(api_key: str | None) -> dict[str, str]:

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Literal
 import aiohttp
 import orjson
 
+from pytest_sglang_perf.measurement import aiohttp_reader
 from pytest_sglang_perf.measurement.client import (
     ChatRequest,
     RequestFailed,
     StreamRecord,
     request_headers,
     run_sync,
-    send_one,
     timeout_failure,
 )
 from pytest_sglang_perf.measurement.client_load import ClientLoad
@@ -116,7 +116,7 @@ async def _aiohttp_round(session: aiohttp.ClientSession, url: str, bodies: Seque
     """The same round through aiohttp's client (kept for benchmarks/bench_load.py's side-by-side column)."""
     try:
         async with asyncio.TaskGroup() as group:
-            tasks = [group.create_task(send_one(session, url, body, request))
+            tasks = [group.create_task(aiohttp_reader.send_one(session, url, body, request))
                      for body, request in zip(bodies, requests, strict=True)]
     except BaseExceptionGroup as failed:
         first = failed.exceptions[0]

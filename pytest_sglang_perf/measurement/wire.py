@@ -92,6 +92,8 @@ class StreamProtocol(asyncio.Protocol):
         """A Content-Length body's bytes still expected; None: chunked, or a body that runs until the connection
         closes."""
         self._chunked = False
+        self._streaming = False
+        """A 200 event stream (else the body is kept as the error's text); known once the head is read."""
         self._payload_left = 0
         """Chunked: bytes of the current chunk's data still expected, then `_crlf_left` bytes of its CRLF; both 0:
         a chunk-size line comes next."""
@@ -183,29 +185,45 @@ class StreamProtocol(asyncio.Protocol):
             self._end(t)
 
     def _unchunk(self, buf: bytes, pos: int, pieces: list[bytes]) -> bool:
-        """Chunked transfer decoding of one read into `pieces`; True at the terminating zero-size chunk."""
+        """Chunked transfer decoding of one read into `pieces`; True at the terminating zero-size chunk. Whole chunks
+        (SGLang writes one event per chunk, so most reads hold only whole ones) take one pass of the inner loop
+        each; a chunk cut by the read's end is finished by the next read."""
         end = len(buf)
         while pos < end:
-            if self._payload_left:
-                take = min(self._payload_left, end - pos)
-                pieces.append(buf[pos:pos + take])
-                pos += take
-                self._payload_left -= take
-            elif self._crlf_left:
-                skip = min(self._crlf_left, end - pos)
-                pos += skip
-                self._crlf_left -= skip
-            else:
+            if self._payload_left or self._crlf_left:
+                pos = self._partial(buf, pos, pieces)
+                continue
+            while True:  # whole chunks: size line, data, CRLF
                 line_end = buf.find(b"\r\n", pos)
                 if line_end < 0:
                     self._buffer = buf[pos:]
                     return False
-                size = int(buf[pos:line_end].partition(b";")[0], 16)
-                pos = line_end + 2
+                line = buf[pos:line_end]
+                size = int(line if b";" not in line else line.partition(b";")[0], 16)
                 if size == 0:
                     return True
-                self._payload_left, self._crlf_left = size, 2
+                start = line_end + 2
+                stop = start + size
+                if stop + 2 > end:  # cut by the read's end
+                    self._payload_left, self._crlf_left, pos = size, 2, start
+                    break
+                pieces.append(buf[start:stop])
+                pos = stop + 2
+                if pos >= end:
+                    return False
         return False
+
+    def _partial(self, buf: bytes, pos: int, pieces: list[bytes]) -> int:
+        """The rest of a chunk an earlier read cut: its data, then its CRLF; the position after what was taken."""
+        end = len(buf)
+        if self._payload_left:
+            take = min(self._payload_left, end - pos)
+            pieces.append(buf[pos:pos + take])
+            self._payload_left -= take
+            return pos + take
+        skip = min(self._crlf_left, end - pos)
+        self._crlf_left -= skip
+        return pos + skip
 
     def _plain(self, buf: bytes, pos: int, t: float) -> int:
         """A Content-Length body (or one that runs until the connection closes): its next piece."""
@@ -236,6 +254,7 @@ class StreamProtocol(asyncio.Protocol):
             name, _, value = line.partition(b":")
             headers[name.strip().lower()] = value.strip()
         self._head = (status, headers)
+        self._streaming = status == 200 and b"text/event-stream" in headers.get(b"content-type", b"").lower()
         version, connection = lines[0].split(b" ", 1)[0], headers.get(b"connection", b"").lower()
         if connection == b"close" or (version == b"HTTP/1.0" and connection != b"keep-alive"):
             self.open = False  # the server closes it after this answer: the next request takes a new one
@@ -245,15 +264,12 @@ class StreamProtocol(asyncio.Protocol):
         return end + 4
 
     def _body(self, piece: bytes, t: float) -> None:
-        assert self._head is not None
-        status, headers = self._head
-        if status != 200 or b"text/event-stream" not in headers.get(b"content-type", b"").lower():
+        if not self._streaming:
             self._error_body = (self._error_body + piece)[:ERROR_BODY_LIMIT]
             return
-        events = (self._events + piece).split(b"\n\n")
+        events = (self._events + piece if self._events else piece).split(b"\n\n")
         self._events = events.pop()
-        for event in events:
-            self._acc.feed_event(event, t)
+        self._acc.feed_events(events, t)
 
     def _end(self, t: float) -> None:
         assert self._head is not None and self._chat is not None

@@ -16,12 +16,12 @@ import psutil
 import pytest
 from sglang_stub import Script, StubServer, token_text
 
+from pytest_sglang_perf.measurement.aiohttp_reader import _read_stream
 from pytest_sglang_perf.measurement.client import (
     ChatRequest,
     RequestFailed,
     StreamAccumulator,
     StreamRecord,
-    _read_stream,
     run_requests,
 )
 
@@ -285,3 +285,29 @@ def test_events_split_across_reads_parse_the_same(size: int) -> None:
 def test_non_json_event_fails_clearly() -> None:
     with pytest.raises(RequestFailed, match="server sent an event that is not JSON: <html>oops</html>"):
         StreamAccumulator().feed_event(b"data: <html>oops</html>", 0.0)
+
+
+def test_feed_events_takes_every_event_as_feed_event_does() -> None:
+    """The per-read fast path (feed_events) and the event-by-event path agree on every kind of event."""
+    def chunk(delta: str, finish: str = "null") -> bytes:
+        return (b'data: {"choices":[{"index":0,"delta":%s,"finish_reason":%s}],"usage":null}'
+                % (delta.encode(), finish.encode()))
+
+    events = [chunk('{"role":"assistant","content":""}'), chunk('{"content":"a"}'),
+              chunk('{"reasoning_content":"think","content":null}'), chunk('{"reasoning_content":"r","content":"b"}'),
+              chunk("null"), b": a comment\ndata: {\"choices\":[{\"delta\":{\"content\":\"c\"}}]}",
+              chunk('{"content":null}', '"length"'),
+              b'data: {"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":4,"total_tokens":7}}',
+              b'data: {"choices":[],"sglext":{"spec_tokens_details":{"spec_verify_ct":2,"spec_accept_length":2.0}}}',
+              b"data: [DONE]", chunk('{"content":"after done"}')]
+    one_by_one, batched = StreamAccumulator(), StreamAccumulator()
+    for event in events:
+        one_by_one.feed_event(event, 0.5)
+    batched.feed_events(events, 0.5)
+    assert [getattr(batched, name) for name in StreamAccumulator.__slots__] == \
+        [getattr(one_by_one, name) for name in StreamAccumulator.__slots__]
+    assert batched.parts == ["a", "think", "rb", "c"] and batched.done and batched.finish_reason == "length"
+    with pytest.raises(RequestFailed, match="not JSON"):
+        StreamAccumulator().feed_events([b"data: {oops"], 0.1)
+    with pytest.raises(RequestFailed, match="error mid-stream"):
+        StreamAccumulator().feed_events([b'data: {"error":{"message":"boom"}}'], 0.1)
