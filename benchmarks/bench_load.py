@@ -16,7 +16,8 @@ the true schedule:
   CPU us/tok  the client process's CPU time per token received (the server runs in another process)
   core        the client's CPU time / wall time over the round (1.0 = one core busy)
 
-and, with the server writing as fast as it can to N streams, how many tokens per second each client ingests.
+and, with the server writing as fast as it can to N streams, how many tokens per second each client ingests. The
+floor row is the kernel's share alone: a bare epoll loop that reads and stamps, parsing nothing.
 Targets (issue 14): error <= 0.5%, p99 delay <= 1 ms and TTFT overhead <= 0.3 ms at 64-256 streams, >= 64,000 tok/s
 per core at <= 50% of it; equal to or better than bench_serving on every row.
 """
@@ -25,6 +26,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import select
+import socket
 import statistics
 import time
 from collections.abc import Callable, Coroutine
@@ -354,6 +357,46 @@ def _attempt(client: Client, url: str, streams: int, rate: float, tokens: int) -
         return f"failed: {type(exc).__name__}: {exc}"
 
 
+def floor(url: str, streams: int, rate: float, tokens: int) -> tuple[float, float, float]:
+    """The kernel's share: a bare epoll loop that recv()s and stamps each read and parses nothing (no client can
+    read a token per read for less). Returns (CPU us per token, core share, tokens per read)."""
+    host, port = url.removeprefix("http://").split(":")
+    body = orjson.dumps({"model": f"rate:{rate:g}", "messages": [{"role": "user", "content": "bench"}],
+                         "stream": True, "max_tokens": tokens})
+    request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
+               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
+    sockets = [socket.create_connection((host, int(port))) for _ in range(streams)]
+    poller, stamps, reads = select.epoll(), [], 0
+    cpu, wall = time.process_time(), perf_counter()
+    for sock in sockets:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.setblocking(False)
+        poller.register(sock.fileno(), select.EPOLLIN)
+        sock.sendall(request)
+    by_fd, left = {sock.fileno(): sock for sock in sockets}, streams
+    while left:
+        for fd, _ in poller.poll(5.0):
+            data = by_fd[fd].recv(1 << 18)
+            stamps.append(perf_counter())
+            reads += 1
+            if not data or data.endswith(b"0\r\n\r\n"):
+                poller.unregister(fd)
+                left -= 1
+    cpu, wall = time.process_time() - cpu, perf_counter() - wall
+    for sock in sockets:
+        sock.close()
+    poller.close()
+    return cpu / (streams * tokens) * 1e6, cpu / wall, streams * tokens / reads
+
+
+def _print_floor(url: str) -> None:
+    print("\nthe floor: a bare epoll loop, recv() and one perf_counter() per read, no parsing")
+    for streams, rate in ((64, 1_000), (256, 250)):
+        us, core, per_read = floor(url, streams, rate, int(rate * DECODE_SECONDS))
+        print(f"{streams:>4} streams x {rate:>5} tok/s: {us:5.1f} us/token, {core:4.0%} of a core, "
+              f"{per_read:.2f} tokens per read", flush=True)
+
+
 def _print_ingest(url: str, clients: dict[str, Client | str]) -> None:
     print(f"\n{'ingest, server at full speed':<30} |" + "".join(f" {name:^22} |" for name in clients))
     for streams, tokens in FLOOD:
@@ -385,6 +428,7 @@ def main() -> None:
               f"medians; {DECODE_SECONDS:g} s of decode per row (at most {MAX_TOKENS} tokens), server TTFT "
               f"{SERVER_TTFT * 1e3:g} ms\n")
         _print_rows(url, clients)
+        _print_floor(url)
         _print_ingest(url, clients)
     print(f"\n(done in {perf_counter() - started:.0f} s)")
 
