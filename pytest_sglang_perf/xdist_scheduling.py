@@ -10,7 +10,7 @@ runs every test on every worker, which measures every cell once per worker: plug
 Why not xdist's own `--dist loadgroup` with an `xdist_group` mark per variant: it groups by an `@<group>` suffix
 that its workers append to node ids, and from pytest 9.2 on a node id can no longer be rewritten that way
 (pytest-xdist 3.8 still tries), so the groups silently fall apart and every worker boots every variant. Reading the
-variant from the id works with every pytest.
+variant from the id works with every pytest (docs/scaling.md).
 """
 
 from __future__ import annotations

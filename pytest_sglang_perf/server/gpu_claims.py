@@ -14,7 +14,7 @@ writable by every user of the host.
 
 The pool is the GPUs this process may use: `CUDA_VISIBLE_DEVICES` when it is set (its entries as given, indices or
 UUIDs), else the indices nvidia-smi lists. A variant whose own `env` sets `CUDA_VISIBLE_DEVICES` claims nothing:
-the user placed it.
+the user placed it. The facts behind all this: docs/scaling.md.
 """
 
 from __future__ import annotations

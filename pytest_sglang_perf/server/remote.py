@@ -6,7 +6,8 @@ server. The session attaches instead of booting: it checks that the server answe
 with `--api-key`: docs/sglang-0.5.23.md §2.2) and that `GET /server_info` accepts the key, then reads the effective
 configuration from `/server_info` and compares it with the variant's args as for a booted server. Nothing is started
 or stopped. The keys come from the environment (`SGLANG_PERF_API_KEY`, `SGLANG_PERF_ADMIN_API_KEY`, server/plan.py).
-There is no log to read: startup facts are unknown, and the variant's log file says so.
+There is no log to read: startup facts are unknown, and the variant's log file says so. docs/scaling.md has
+the SGLang facts this relies on.
 """
 
 from __future__ import annotations
