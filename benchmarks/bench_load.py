@@ -374,7 +374,10 @@ def floor(url: str, streams: int, rate: float, tokens: int) -> tuple[float, floa
         poller.register(sock.fileno(), select.EPOLLIN)
         sock.sendall(request)
     by_fd, left = {sock.fileno(): sock for sock in sockets}, streams
+    deadline = perf_counter() + 60 + tokens / rate
     while left:
+        if perf_counter() > deadline:
+            raise TimeoutError(f"the floor row: {left} of {streams} streams unfinished after {deadline - wall:.0f} s")
         for fd, _ in poller.poll(5.0):
             data = by_fd[fd].recv(1 << 18)
             stamps.append(perf_counter())

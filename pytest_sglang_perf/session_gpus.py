@@ -16,6 +16,7 @@ from pytest_sglang_perf.gate.environment import detect_gpus
 from pytest_sglang_perf.live import Live
 from pytest_sglang_perf.server.gpu_claims import DEFAULT_LOCK_DIR, claimed_plan, gpu_pool
 from pytest_sglang_perf.server.plan import ServerPlan
+from pytest_sglang_perf.server.sim_knobs import KNOB_PREFIX
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser
 from pytest_sglang_perf.variant_run import VariantRun
 
@@ -41,7 +42,11 @@ class SessionGpus:
         BootError when no claim can be made."""
         from pytest_sglang_perf.server.preflight import local_gpu_count
 
-        count = local_gpu_count(run.plan.args, self._parser()) if self.pool and run.plan.url is None else None
+        args = _without_knobs(run.plan.args)
+        count = local_gpu_count(args, self._parser()) if self.pool and run.plan.url is None else None
+        if self.pool and run.plan.url is None and count is None:
+            self._live.detail(f"[{run.name}] no GPU claim: how many GPUs of this host the server uses is not known "
+                              "(a multi-node server, or a deprecated flag SGLang rewrites); it boots unplaced")
         plan, run.claim = claimed_plan(run.plan, count, self.pool,
                                        self._lock_dir, log_path, timeout=self._timeout,
                                        waiting=lambda message: self._live.note(f"[{run.name}] {message}"))
@@ -54,3 +59,17 @@ class SessionGpus:
         if run.claim is not None:
             run.claim.release()
             run.claim = None
+
+
+def _without_knobs(args: tuple[str, ...]) -> tuple[str, ...]:
+    """The SGLang flags of a command line, the simulator's `--sim-*` knobs (each with its value) left out."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg.startswith(KNOB_PREFIX):
+            skip = "=" not in arg
+        else:
+            out.append(arg)
+    return tuple(out)

@@ -85,8 +85,12 @@ def worker_sections(session: PerfSession, parts: Sequence[WorkerPart]) -> list[t
 
 
 def _ab_lines(session: PerfSession, parts: Sequence[WorkerPart]) -> list[str]:
+    """As summary_sections: none below pytest's default verbosity, the significant ones at it, all with -v."""
     from pytest_sglang_perf.gate.ab import CellSamples, section_lines
     from pytest_sglang_perf.session_reports import significant_only
+
+    if session.options.verbosity < 0:
+        return []
 
     cells = []
     for part in parts:

@@ -258,9 +258,6 @@ def _variant(reader: Reader, name: str, spec: object) -> Variant:
         env = reader.get(spec, "env", _env, default=_NO_ENV, prefix=key + ".")
         url = reader.get(spec, "url", server_url, default=None, prefix=key + ".")
         gpu = reader.get(spec, "gpu", string, default=None, prefix=key + ".")
-        if gpu is not None and url is None:
-            raise reader.fail(key + ".gpu", "names the GPU of a remote server (url = ...); a booted server's GPU is "
-                              "the one nvidia-smi lists: drop gpu, or add the url of the server it runs on")
         return Variant(name, args, env, url, gpu)
     raise reader.fail(key, "expected a list of flags or a table with args, env, url and gpu, e.g. "
                       f"{name} = [\"--enable-single-batch-overlap\"]")

@@ -5,6 +5,8 @@ Plain Python (no pytest): handle.py asks after each check.
 
 from __future__ import annotations
 
+import shlex
+
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.gate.compare import Cell, Verdict
 
@@ -31,6 +33,6 @@ def refresh_command(nodeid: str, variant: str, options: RunOptions) -> str:
     config = f" --sglang-config {options.config_path}" if options.config_path else ""
     remote = ""
     if options.url:
-        remote = f" --sglang-url {options.url} --sglang-variants {variant}"
-        remote += f" --sglang-remote-gpu '{options.remote_gpu}'" if options.remote_gpu else ""
+        remote = f" --sglang-url {shlex.quote(options.url)} --sglang-variants {variant}"
+        remote += f" --sglang-remote-gpu {shlex.quote(options.remote_gpu)}" if options.remote_gpu else ""
     return f"pytest '{nodeid}'{simulate}{config}{remote} {REFRESH_FLAG}"

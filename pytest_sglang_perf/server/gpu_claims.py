@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
-import tempfile
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -34,7 +33,8 @@ from pytest_sglang_perf.server.plan import ServerPlan
 from pytest_sglang_perf.server.redaction import redact_argv
 
 VISIBLE = "CUDA_VISIBLE_DEVICES"
-DEFAULT_LOCK_DIR = Path(tempfile.gettempdir()) / "pytest-sglang-perf-gpus"
+DEFAULT_LOCK_DIR = Path("/tmp/pytest-sglang-perf-gpus")
+"""In /tmp itself, not $TMPDIR: a per-user TMPDIR would keep two users' claims apart."""
 RETRY_SECONDS = 0.5
 """How often a waiting claim tries again."""
 WAIT_NOTE_SECONDS = 30.0
@@ -126,7 +126,7 @@ def _try_claim(pool: Sequence[str], count: int, lock_dir: Path) -> GpuClaim | No
             taken.append((gpu, fd))
             if len(taken) == count:
                 return GpuClaim(tuple(g for g, _ in taken), tuple(f for _, f in taken))
-    except OSError:
+    except BaseException:  # an OSError, or Ctrl-C between two locks: hold nothing
         GpuClaim((), tuple(f for _, f in taken)).release()
         raise
     GpuClaim((), tuple(f for _, f in taken)).release()
@@ -134,15 +134,23 @@ def _try_claim(pool: Sequence[str], count: int, lock_dir: Path) -> GpuClaim | No
 
 
 def _lock_file(path: Path) -> int | None:
-    """An open descriptor holding the file's exclusive lock, or None when another process holds it."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+    """An open descriptor holding the file's exclusive lock, or None when another process holds it. An existing file
+    is opened read-only (flock needs no write access, and a sticky shared folder with fs.protected_regular refuses
+    O_CREAT on another user's file); a missing one is created, writable by every user."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except FileNotFoundError:
+        fd = os.open(path, os.O_RDONLY | os.O_CREAT | os.O_CLOEXEC, 0o666)
+        with contextlib.suppress(OSError):
+            os.fchmod(fd, 0o666)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
         return None
-    with contextlib.suppress(OSError):  # a file another user created keeps its mode
-        os.fchmod(fd, 0o666)
+    except BaseException:
+        os.close(fd)
+        raise
     return fd
 
 

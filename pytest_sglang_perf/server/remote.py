@@ -55,6 +55,11 @@ def remote_variants(variants: tuple[Variant, ...], options: RunOptions) -> tuple
         variants = (replace(variants[0], url=options.url),)
     if options.remote_gpu is not None:
         variants = tuple(replace(v, gpu=v.gpu or options.remote_gpu) if v.url else v for v in variants)
+    pinned = [v.name for v in variants if v.gpu and not v.url]
+    if pinned:
+        raise ConfigError(f"variant {pinned[0]!r}: gpu = ... names the GPU of a remote server (url = ..., or "
+                          "--sglang-url); this run boots it, and a booted server's GPU is the one nvidia-smi lists: "
+                          "drop gpu, or give the url of the server it runs on")
     remote = [v.name for v in variants if v.url]
     if remote and options.update_baselines and options.boots > 1:
         raise ConfigError(f"--sglang-boots {options.boots}: the remote server of {', '.join(remote)} is not booted by "

@@ -16,3 +16,16 @@ def test_the_refresh_command_of_a_remote_server_selects_its_variant_and_gpu() ->
     assert refresh_command("t.py::test_x[prod]", "prod", options) == (
         "pytest 't.py::test_x[prod]' --sglang-url http://10.0.0.5:30000 --sglang-variants prod "
         "--sglang-remote-gpu 'NVIDIA H100 80GB HBM3' --sglang-update-baselines")
+
+
+def test_a_gpu_is_named_only_for_a_remote_server() -> None:
+    import pytest
+
+    from pytest_sglang_perf.config.settings import ConfigError, Variant
+    from pytest_sglang_perf.server.remote import remote_variants
+
+    named = (Variant("prod", gpu="NVIDIA H100 80GB HBM3"),)
+    with pytest.raises(ConfigError, match=r"gpu = \.\.\. names the GPU of a remote server"):
+        remote_variants(named, RunOptions())
+    (attached,) = remote_variants(named, RunOptions(url="http://10.0.0.5:30000"))
+    assert (attached.url, attached.gpu) == ("http://10.0.0.5:30000", "NVIDIA H100 80GB HBM3")

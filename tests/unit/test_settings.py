@@ -62,7 +62,6 @@ def test_full_settings() -> None:
     ({"model": "m", "env": {"A": 1}}, "env: expected a table of strings"),
     ({"model": "m", "variants": {"a": {"url": "10.0.0.5:30000"}}}, "variants.a.url: expected a server's base URL"),
     ({"model": "m", "variants": {"a": {"url": "http://u:p@h:1"}}}, "variants.a.url: a server URL with user:password"),
-    ({"model": "m", "variants": {"a": {"gpu": "NVIDIA H100"}}}, "variants.a.gpu: names the GPU of a remote server"),
 ])
 def test_bad_values_name_the_key(table: dict[str, object], message: str) -> None:
     with pytest.raises(ConfigError, match=None) as info:
