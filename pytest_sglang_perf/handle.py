@@ -17,7 +17,7 @@ from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND, parse_slo
 from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.cell_ids import strip_variant
 from pytest_sglang_perf.gate.compare import Cell
-from pytest_sglang_perf.gate.failing import gate_failure, refresh_command
+from pytest_sglang_perf.gate.failing import conditions_lines, gate_failure, refresh_command
 from pytest_sglang_perf.gate.terminal import failure_message
 from pytest_sglang_perf.measurement.concurrency import MAX, MAX_STREAMS, Level, Slo, parse_levels
 from pytest_sglang_perf.measurement.prefix_cache import WARM, PrefixCache, prefix_cache_mode, warm_cache_note
@@ -235,7 +235,8 @@ class SGLangPerf:
         options = self._session.options
         if gate_failure(cell, options) is None:
             return None
-        context = server_failure_lines(self._run)
+        again = self._session.records[-1].confirmation if self._session.records else None
+        context = server_failure_lines(self._run) + conditions_lines(result, again)
         return failure_message(cell, refresh_command(self._nodeid, self.variant.name, options), context)
 
     def _publish(self, cell: Cell, result: Result) -> None:

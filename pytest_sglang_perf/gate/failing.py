@@ -9,6 +9,8 @@ import shlex
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.gate.compare import Cell, Verdict
+from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.wrapping import wrap_lines
 
 REFRESH_FLAG = "--sglang-update-baselines"
 
@@ -36,3 +38,12 @@ def refresh_command(nodeid: str, variant: str, options: RunOptions) -> str:
         remote = f" --sglang-url {shlex.quote(options.url)} --sglang-variants {variant}"
         remote += f" --sglang-remote-gpu {shlex.quote(options.remote_gpu)}" if options.remote_gpu else ""
     return f"pytest '{nodeid}'{simulate}{config}{remote} {REFRESH_FLAG}"
+
+
+def conditions_lines(result: Result, again: Result | None) -> list[str]:
+    """What a failing cell's report says about the conditions it was measured in (the client's lag and CPU, the
+    host's runnable tasks, steal and iowait: measurement/client_load.py, host_load.py), and its re-measure's."""
+    lines = [] if result.client is None else [f"conditions: {result.client.describe()}"]
+    if again is not None and again.client is not None:
+        lines.append(f"conditions of the re-measure: {again.client.describe()}")
+    return wrap_lines(lines)
