@@ -17,6 +17,7 @@ from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND, parse_slo
 from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.cell_ids import strip_variant
 from pytest_sglang_perf.gate.compare import Cell
+from pytest_sglang_perf.gate.conditions import DisturbedRecording
 from pytest_sglang_perf.gate.failing import conditions_lines, gate_failure, refresh_command
 from pytest_sglang_perf.gate.terminal import failure_message
 from pytest_sglang_perf.measurement.concurrency import MAX, MAX_STREAMS, Level, Slo, parse_levels
@@ -229,7 +230,7 @@ class SGLangPerf:
         test_id = self.test_id + result.params.cell_suffix
         try:
             cell = self._session.check(test_id, result, lambda: self._measure(result.again()))
-        except BaselineFileError as exc:
+        except (BaselineFileError, DisturbedRecording) as exc:
             pytest.fail(str(exc), pytrace=False)
         self._publish(cell, result)
         options = self._session.options

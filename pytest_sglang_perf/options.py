@@ -44,6 +44,9 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
      "evidence, or whose regression did not hold when re-measured; default: reported as inconclusive, passing"),
     ("boots", "int", "with --sglang-update-baselines: record each variant's baselines over N server boots (its "
      "tests' requests are re-measured on N-1 fresh boots), so the gate knows the boot-to-boot spread (default 1)"),
+    ("ignore-conditions", "bool", "record each measurement's conditions (how busy the host was, the client's lag) but "
+     "use none of them: a regression measured on a busy host fails as regressed instead of passing as inconclusive, "
+     "and a baseline measured there is recorded instead of refused"),
     ("strict-flags", "bool", "fail every test of a variant whose server did not run what it requested (a flag "
      "SGLang overrode, a default optimization it switched off); default: a warning"),
     ("no-probe", "bool", "skip the GPU probe (a read-bandwidth measurement of ~2 s per GPU model, run once before the "
@@ -199,6 +202,7 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         heartbeat=_seconds(_raw(config, "heartbeat")),
         probe=not _raw(config, "no-probe"),
         gpu_lock_dir=_path(config, _raw(config, "gpu-lock-dir")),
+        ignore_conditions=bool(_raw(config, "ignore-conditions")),
         url=_url(_raw(config, "url")),
         remote_gpu=str(_raw(config, "remote-gpu") or "") or None,
     )

@@ -40,6 +40,7 @@ from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.server.remote import REMOTE_GPU, attach_server, remote_variants
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
 from pytest_sglang_perf.session_baselines import SessionBaselines
+from pytest_sglang_perf.session_conditions import SessionConditions
 from pytest_sglang_perf.session_gpus import SessionGpus
 from pytest_sglang_perf.session_roofline import SessionRoofline
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
@@ -47,6 +48,7 @@ from pytest_sglang_perf.variant_run import VariantRun
 from pytest_sglang_perf.wrapping import wrap_lines
 
 _INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
+REGRESSED = Verdict.REGRESSED
 
 
 class VariantUnavailable(SGLangPerfError):
@@ -102,8 +104,11 @@ class PerfSession:
                                say=self.live.note)
 
     @cached_property
-    def gpus(self) -> SessionGpus:
-        """The GPUs each server gets (a claim of its own on a multi-GPU host)."""
+    def conditions(self) -> SessionConditions:  # what a measurement's conditions do to its verdict and recording
+        return SessionConditions(self.settings.conditions, ignore=self.options.ignore_conditions, say=self.live.note)
+
+    @cached_property
+    def gpus(self) -> SessionGpus:  # the GPUs each server gets (a claim of its own on a multi-GPU host)
         return SessionGpus(self.options, self.settings.startup_timeout, lambda: self._parser, self.live)
 
     @cached_property
@@ -207,6 +212,7 @@ class PerfSession:
                 self._boot(run)
                 for cell in pending:
                     cell.results.append(self.measure(run.name, cell.first.again()))
+                    self.conditions.check_recording(cell.test_id, cell.results[-1])
             except SGLangPerfError as exc:
                 self.baselines.discard(run.name)
                 self.errors.append(f"variant {run.name!r}: baselines NOT recorded: boot {boot} of {total} "
@@ -294,17 +300,20 @@ class PerfSession:
     # Measuring and checking results ---------------------------------------------------------------------------
 
     def measure(self, name: str, params: RequestParams, decided: Callable[[Result], bool] | None = None) -> Result:
-        """Measure `params` on the variant's running server; raises client.RequestFailed."""
+        """Measure `params` on the variant's running server, watching how busy the host was meanwhile; raises
+        client.RequestFailed."""
+        from pytest_sglang_perf.measurement.host_load import HostWatch, server_processes
         from pytest_sglang_perf.measurement.measure import measure
 
         run = self.runs[name]
         assert run.server is not None, "measure() needs the variant's running server"
-        result = measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
-                         boot_seconds=None if run.plan.url else run.server.boot_seconds,
-                         simulated=self.options.simulate,
-                         api_key=run.server.plan.api_key, timeout=self.settings.request.timeout,
-                         startup=run.startup, decided=decided,
-                         flush_key=run.plan.admin_api_key)
+        with HostWatch(server_processes(run.server.pid)) as host:
+            result = measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
+                             boot_seconds=None if run.plan.url else run.server.boot_seconds,
+                             simulated=self.options.simulate, api_key=run.server.plan.api_key,
+                             timeout=self.settings.request.timeout, startup=run.startup, decided=decided,
+                             flush_key=run.plan.admin_api_key)
+        result = replace(result, host=host.load)
         return self.roofline.annotate(run, result)
 
     def place(self, name: str, params: RequestParams) -> CellPlace:
@@ -342,12 +351,13 @@ class PerfSession:
         run = self._recorded_run(result.variant)
         record = baselines.records(stored)
         if record:
+            self.conditions.check_recording(test_id, result)
             cell = replace(cell, updated=True)
             baselines.record(test_id, result, place, run, existed=stored is not None)
         elif self.options.update_baselines:
             baselines.ledger.kept(key)
-        again = remeasure() if not record and cell.verdict is Verdict.REGRESSED else None
-        cell = cell if again is None else baselines.judge.confirm(cell, again, place)
+        again = self.conditions.remeasure(result, remeasure) if not record and cell.verdict is REGRESSED else None
+        cell = cell if again is None else self.conditions.judge(baselines.judge.confirm(cell, again, place), again)
         self.records.append(CellRecord(cell, result, again, place, run))
         return cell
 
@@ -365,8 +375,7 @@ class PerfSession:
         return RecordedRun(tuple(redact_argv(run.plan.args)), None if run.config is None else dict(run.config.ran))
 
     def nothing_measured(self) -> str | None:
-        """The closing line of a run whose perf tests all skipped because they cannot run here: never a silent
-        green."""
+        """The closing line of a run whose perf tests all skipped (they cannot run here): never a silent green."""
         total = sum(len(run.tests) for run in self.runs.values())
         if self.unavailable is None or total == 0:
             return None

@@ -48,3 +48,5 @@ class RunOptions:
     """`--sglang-url URL`: measure the server running there (the one selected variant) instead of booting one."""
     remote_gpu: str | None = None
     """`--sglang-remote-gpu NAME`: the GPU model of a remote server, for its baseline key."""
+    ignore_conditions: bool = False
+    """`--sglang-ignore-conditions`: a measurement's conditions are recorded, never used (gate/conditions.py)."""

@@ -16,6 +16,7 @@ from types import MappingProxyType
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
+from pytest_sglang_perf.config.conditions import ConditionLimits, parse_limits
 from pytest_sglang_perf.config.reader import ConfigError as ConfigError  # re-exported: callers import it from here
 from pytest_sglang_perf.config.reader import Reader, expect_table, string
 from pytest_sglang_perf.config.request import GateSettings, RequestDefaults, parse_gate, parse_request
@@ -36,7 +37,7 @@ _PLUGIN_OWNED_FLAGS = {
 }
 _TOP_KEYS = {
     "model", "args", "variants", "tolerance", "startup_timeout", "server_command", "request",
-    "baseline_dir", "env", "simulate", "log_dir", "gate", "stop_grace", "baseline_max_age",
+    "baseline_dir", "env", "simulate", "log_dir", "gate", "stop_grace", "baseline_max_age", "conditions",
 }
 
 
@@ -75,6 +76,8 @@ class Settings:
     server_command: tuple[str, ...] | None = None
     request: RequestDefaults = field(default_factory=RequestDefaults)
     gate: GateSettings = field(default_factory=GateSettings)
+    conditions: ConditionLimits = field(default_factory=ConditionLimits)
+    """When a measurement's conditions make a regression inconclusive (gate/conditions.py)."""
     baseline_dir: Path = Path("baselines")
     baseline_max_age: float | None = None
     """Seconds after which a baseline entry is reported as old (`baseline_max_age = "90d"`); None: never."""
@@ -196,6 +199,7 @@ def parse_settings(table: Mapping[str, Any], *, source: str, root: Path) -> Sett
         server_command=reader.get(table, "server_command", _command, default=None),
         request=parse_request(reader, table.get("request")),
         gate=parse_gate(reader, table.get("gate")),
+        conditions=_conditions(reader, table.get("conditions")),
         baseline_dir=root / reader.get(table, "baseline_dir", string, default="baselines"),
         baseline_max_age=reader.get(table, "baseline_max_age", parse_duration, default=None),
         log_dir=_optional_dir(root, reader.get(table, "log_dir", string, default=None)),
@@ -277,6 +281,15 @@ def server_url(value: object) -> str:
     except ValueError:
         raise ValueError(f"expected a server's base URL such as \"http://10.0.0.5:30000\", got {value!r}") from None
     return text
+
+
+def _conditions(reader: Reader, value: object) -> ConditionLimits:
+    if value is None:
+        return ConditionLimits()
+    table = expect_table(value, reader.source, "conditions")
+    reader.check_keys(table, set(ConditionLimits().to_dict()), "conditions.")
+    return parse_limits(table, parse_percent, parse_duration,
+                        lambda t, key, parse, default: reader.get(t, key, parse, default=default, prefix="conditions."))
 
 
 def _tolerances(reader: Reader, value: object) -> Mapping[str, float]:

@@ -114,6 +114,9 @@ class Cell:
     """What differs from the baseline's request, server args, model or GPUs ("max_tokens 512 -> 128")."""
     confirmation: tuple[MetricCheck, ...] | None = None
     """The re-measure's checks, when a regression was re-measured on the same server before failing."""
+    disturbed: str | None = None
+    """Why the regression is inconclusive although it held: the re-measure's conditions (`host busy: ...`,
+    gate/conditions.py)."""
 
     @property
     def verdict(self) -> Verdict:

@@ -41,9 +41,15 @@ def refresh_command(nodeid: str, variant: str, options: RunOptions) -> str:
 
 
 def conditions_lines(result: Result, again: Result | None) -> list[str]:
-    """What a failing cell's report says about the conditions it was measured in (the client's lag and CPU, the
-    host's runnable tasks, steal and iowait: measurement/client_load.py, host_load.py), and its re-measure's."""
-    lines = [] if result.client is None else [f"conditions: {result.client.describe()}"]
-    if again is not None and again.client is not None:
-        lines.append(f"conditions of the re-measure: {again.client.describe()}")
+    """What a failing cell's report says about the conditions it was measured in (the client's event-loop lag and
+    CPU, and how busy the host was: measurement/client_load.py, host_load.py), and its re-measure's."""
+    lines = [f"conditions: {text}" for text in [_conditions(result)] if text]
+    lines += [f"conditions of the re-measure: {text}" for text in [_conditions(again)] if text]
     return wrap_lines(lines)
+
+
+def _conditions(result: Result | None) -> str | None:
+    if result is None:
+        return None
+    parts = [part.describe() for part in (result.client, result.host) if part is not None]
+    return "; ".join(parts) or None

@@ -99,6 +99,7 @@ def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, 
         "simulated": cell.simulated,
         "updated": cell.updated,
         "stale": list(cell.stale),
+        "disturbed": cell.disturbed,
         "metrics": {c.metric: _check(c) for c in cell.checks},
         "confirmation": confirmation,
         **_result(result),
@@ -125,7 +126,7 @@ def _result(result: Result | None) -> dict[str, Any]:
     if result is None:
         return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
                 "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None, "roofline": None,
-                "load": None, "client": None}
+                "load": None, "client": None, "host": None}
     return {
         "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
         "samples": [s.to_dict() for s in result.samples],
@@ -139,6 +140,7 @@ def _result(result: Result | None) -> dict[str, Any]:
         "load": load_record(result.samples, result.params.slo, result.params.level, result.params.concurrency,
                             result.percentiles),
         "client": None if result.client is None else result.client.to_dict(),
+        "host": None if result.host is None else result.host.to_dict(),
     }
 
 

@@ -152,6 +152,8 @@ def _cell_title(cell: Cell) -> str:
     verdict = cell.verdict
     if verdict is Verdict.REGRESSED and cell.confirmation is not None:
         return "regressed (confirmed: re-measured on the same server, it regressed again)"
+    if verdict is Verdict.INCONCLUSIVE and cell.disturbed is not None:
+        return f"inconclusive (regressed, re-measured too, but under disturbed conditions: {cell.disturbed})"
     if verdict is Verdict.INCONCLUSIVE and cell.confirmation is not None:
         return "inconclusive (the regression did not hold when re-measured on the same server)"
     if verdict is Verdict.INCONCLUSIVE:

@@ -7,8 +7,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_sglang_perf.measurement.host_load import HostLoad, combined_hosts
-
 LAG_LIMIT = 0.001
 """A p99 lag above this (1 ms) says the client fell behind: its timestamps may be that late (docs/concurrency.md)."""
 
@@ -25,8 +23,6 @@ class ClientLoad:
     cpu_share: float
     """The measuring process's CPU time / wall time (1.0 = one core busy)."""
     seconds: float
-    host: HostLoad | None = None
-    """How busy the host was meanwhile (host_load.py); None off Linux."""
 
     @property
     def behind(self) -> bool:
@@ -35,19 +31,16 @@ class ClientLoad:
     def describe(self) -> str:
         """`client lag p50/p99/max 0.02/0.09/0.4 ms, 12% of a core`."""
         lags = "/".join(f"{v * 1000:.2f}" for v in (self.lag_p50, self.lag_p99, self.lag_max))
-        client = f"client lag p50/p99/max {lags} ms, {self.cpu_share:.0%} of a core"
-        return client if self.host is None else f"{client}; {self.host.describe()}"
+        return f"client lag p50/p99/max {lags} ms, {self.cpu_share:.0%} of a core"
 
     def to_dict(self) -> dict[str, Any]:
         return {"lag_p50": self.lag_p50, "lag_p99": self.lag_p99, "lag_max": self.lag_max, "probes": self.probes,
-                "cpu_share": self.cpu_share, "seconds": self.seconds,
-                "host": None if self.host is None else self.host.to_dict()}
+                "cpu_share": self.cpu_share, "seconds": self.seconds}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClientLoad:
         return cls(lag_p50=float(data["lag_p50"]), lag_p99=float(data["lag_p99"]), lag_max=float(data["lag_max"]),
-                   probes=int(data["probes"]), cpu_share=float(data["cpu_share"]), seconds=float(data["seconds"]),
-                   host=HostLoad.from_dict(data["host"]) if isinstance(data.get("host"), Mapping) else None)
+                   probes=int(data["probes"]), cpu_share=float(data["cpu_share"]), seconds=float(data["seconds"]))
 
 
 def combined(loads: list[ClientLoad]) -> ClientLoad | None:
@@ -58,4 +51,4 @@ def combined(loads: list[ClientLoad]) -> ClientLoad | None:
     return ClientLoad(lag_p50=max(load.lag_p50 for load in loads), lag_p99=max(load.lag_p99 for load in loads),
                       lag_max=max(load.lag_max for load in loads), probes=sum(load.probes for load in loads),
                       cpu_share=sum(load.cpu_share * load.seconds for load in loads) / seconds if seconds else 0.0,
-                      seconds=seconds, host=combined_hosts([load.host for load in loads]))
+                      seconds=seconds)

@@ -1,30 +1,35 @@
-"""How busy the host was while a cell was measured: runnable tasks against its cores, CPU time stolen or waited.
+"""How busy the host was while a cell was measured: whether the server and the client had to wait for a CPU.
 
-Plain Python, Linux `/proc` only (elsewhere nothing is recorded, and the record says so by its absence). The lag
-monitor's probe thread (loop_lag.py) samples `/proc/loadavg`'s count of runnable tasks at each probe, and the
-system-wide CPU times of `/proc/stat` are read at the start and the end of the measurement:
+Plain Python, Linux `/proc` only (elsewhere nothing is recorded, and the record says so by its absence). A
+`HostWatch` around a measurement reads, at its start and end:
 
-- `runnable`: the mean count of tasks that were running or ready to run, the sampling thread itself left out (the
-  kernel's `nr_running`, `/proc/loadavg`'s fourth field before the slash). More runnable tasks than cores means
-  something waited for a CPU: the server's scheduler, the client, or both. Unlike the load average (a one-minute
-  decaying mean), it covers exactly the measurement.
-- `busy`: the share of all cores' time not idle over the measurement (the measurement's own processes included).
-- `steal`: the share taken by the hypervisor for other guests (a VM's neighbours); `iowait`: idle while waiting for
-  I/O.
-- `load1`: the one-minute load average at the end, for the reader who knows that number.
+- **cpu wait** of the server's processes and of the client's: the time each spent runnable but waiting on a run queue
+  (`/proc/<pid>/schedstat`, second field, nanoseconds), as a share of the measurement's wall time. It is the direct
+  measure of "the host was too busy for this measurement": 0-1% on a calm machine, tens of percent when other
+  processes take the cores (measured on the 2-core dev machine: 0.06% for a spinning process alone, 73% beside three
+  others). `server_wait` is the most any one server process waited (the scheduler that runs the batches is the one
+  that counts); `client_wait` is the measuring thread's, which runs the client's event loop.
+- **busy, steal, iowait**: shares of all cores' time from `/proc/stat`'s `cpu` line: not idle (the measurement's own
+  processes included), taken by the hypervisor for other guests (a VM's neighbours), idle waiting for I/O.
 
-This is the record of issue 15's first step; verdicts do not use it yet (docs/concurrency.md, "Conditions").
+and in between, every 50 ms on a thread of its own, **runnable**: `/proc/loadavg`'s count of tasks running or ready
+to run (the kernel's `nr_running`), the sampling thread itself left out; more than the cores means something waited.
+`load1`, the one-minute load average at the end, is kept for the reader who knows that number.
 """
 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from time import perf_counter
+from types import TracebackType
 from typing import Any
 
 PROC = Path("/proc")
+SAMPLE_EVERY = 0.05
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
@@ -38,21 +43,39 @@ class HostLoad:
     iowait: float
     load1: float
     samples: int
+    server_wait: float | None = None
+    """The largest share of the measurement any server process spent waiting for a CPU (None: not watched, e.g. a
+    remote server)."""
+    client_wait: float | None = None
+    """The share the client's measuring thread (its event loop's) spent waiting for a CPU."""
 
     def describe(self) -> str:
-        """`host: 3.4 runnable tasks on 2 cores, 97% busy, steal 0%, iowait 0%, load 2.10`."""
-        return (f"host: {self.runnable:.1f} runnable tasks on {self.cores} cores, {self.busy:.0%} busy, steal "
-                f"{self.steal:.0%}, iowait {self.iowait:.0%}, load {self.load1:.2f}")
+        """`host: server waited for a CPU 35% of the time, client 2%; 3.4 runnable tasks on 2 cores, 97% busy, steal
+        0%, iowait 0%, load 2.10`."""
+        waits = []
+        if self.server_wait is not None:
+            waits.append(f"server waited for a CPU {self.server_wait:.0%} of the time")
+        if self.client_wait is not None:
+            waits.append(f"client {self.client_wait:.0%}" if waits else
+                         f"client waited for a CPU {self.client_wait:.0%} of the time")
+        head = f"{', '.join(waits)}; " if waits else ""
+        return (f"host: {head}{self.runnable:.1f} runnable tasks on {self.cores} cores, {self.busy:.0%} busy, "
+                f"steal {self.steal:.0%}, iowait {self.iowait:.0%}, load {self.load1:.2f}")
 
     def to_dict(self) -> dict[str, Any]:
         return {"cores": self.cores, "runnable": self.runnable, "busy": self.busy, "steal": self.steal,
-                "iowait": self.iowait, "load1": self.load1, "samples": self.samples}
+                "iowait": self.iowait, "load1": self.load1, "samples": self.samples,
+                "server_wait": self.server_wait, "client_wait": self.client_wait}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HostLoad:
+        def optional(key: str) -> float | None:
+            return None if data.get(key) is None else float(data[key])
+
         return cls(cores=int(data["cores"]), runnable=float(data["runnable"]), busy=float(data["busy"]),
                    steal=float(data["steal"]), iowait=float(data["iowait"]), load1=float(data["load1"]),
-                   samples=int(data["samples"]))
+                   samples=int(data["samples"]), server_wait=optional("server_wait"),
+                   client_wait=optional("client_wait"))
 
 
 def cpu_times(proc: Path = PROC) -> tuple[int, ...] | None:
@@ -82,6 +105,14 @@ def load_average(proc: Path = PROC) -> float:
         return 0.0
 
 
+def run_queue_wait(task: Path) -> int | None:
+    """Nanoseconds the task (`/proc/<pid>` or `/proc/<pid>/task/<tid>`) has waited on a run queue, or None."""
+    try:
+        return int((task / "schedstat").read_text().split()[1])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def host_load(start: Sequence[int] | None, end: Sequence[int] | None, runnable: Sequence[int],
               proc: Path = PROC) -> HostLoad | None:
     """The host's condition between two cpu_times() readings, with the runnable counts sampled in between."""
@@ -97,11 +128,87 @@ def host_load(start: Sequence[int] | None, end: Sequence[int] | None, runnable: 
                     load1=load_average(proc), samples=len(runnable))
 
 
+class HostWatch:
+    """`with HostWatch(server_pids) as watch:` around a measurement; `watch.load` afterwards (None off Linux).
+
+    `server_pids`: the server's process and its descendants (none for a remote server)."""
+
+    def __init__(self, server_pids: Sequence[int] = (), proc: Path = PROC, every: float = SAMPLE_EVERY) -> None:
+        self._servers = [proc / str(pid) for pid in server_pids]
+        self._proc = proc
+        self._every = every
+        self._runnable: list[int] = []
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._start: tuple[float, tuple[int, ...] | None, dict[Path, int], int | None] | None = None
+        self._client_tid = 0
+        self.load: HostLoad | None = None
+
+    def __enter__(self) -> HostWatch:
+        self._client_tid = threading.get_native_id()
+        self._start = (perf_counter(), cpu_times(self._proc), self._server_waits(), self._client_wait())
+        self._thread = threading.Thread(target=self._sample, name="sglang-perf-host", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stop.set()
+        assert self._thread is not None and self._start is not None
+        self._thread.join()
+        began, cpu, servers, client = self._start
+        wall = perf_counter() - began
+        found = host_load(cpu, cpu_times(self._proc), self._runnable, self._proc)
+        if found is None or wall <= 0:
+            return
+        waits = [(now - servers[task]) / 1e9 / wall for task, now in self._server_waits().items() if task in servers]
+        client_now = self._client_wait()
+        self.load = HostLoad(**{**found.to_dict(),
+                                "server_wait": max(waits) if waits else None,
+                                "client_wait": None if client is None or client_now is None else
+                                (client_now - client) / 1e9 / wall})
+
+    def _sample(self) -> None:
+        while True:
+            runnable = runnable_now(self._proc)
+            if runnable is not None:
+                self._runnable.append(runnable)
+            if self._stop.wait(self._every):
+                return
+
+    def _server_waits(self) -> dict[Path, int]:
+        waits = {task: run_queue_wait(task) for task in self._servers}
+        return {task: wait for task, wait in waits.items() if wait is not None}
+
+    def _client_wait(self) -> int | None:
+        """The measuring thread's (the one that entered the watch: it runs the client's event loop)."""
+        return run_queue_wait(self._proc / "self" / "task" / str(self._client_tid))
+
+
+def server_processes(pid: int | None) -> list[int]:
+    """The server's process and its descendants (their pids), or none when it is not known (a remote server)."""
+    if pid is None:
+        return []
+    import psutil
+
+    try:
+        return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
+    except psutil.Error:
+        return [pid]
+
+
 def combined_hosts(hosts: Sequence[HostLoad | None]) -> HostLoad | None:
     """Several calls' conditions as one: the worst of each (a cell is as disturbed as its worst stretch)."""
     known = [host for host in hosts if host is not None]
     if not known:
         return None
+
+    def worst(values: Sequence[float | None]) -> float | None:
+        present = [v for v in values if v is not None]
+        return max(present) if present else None
+
     return HostLoad(cores=known[0].cores, runnable=max(h.runnable for h in known), busy=max(h.busy for h in known),
                     steal=max(h.steal for h in known), iowait=max(h.iowait for h in known),
-                    load1=max(h.load1 for h in known), samples=sum(h.samples for h in known))
+                    load1=max(h.load1 for h in known), samples=sum(h.samples for h in known),
+                    server_wait=worst([h.server_wait for h in known]),
+                    client_wait=worst([h.client_wait for h in known]))

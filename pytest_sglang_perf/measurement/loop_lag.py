@@ -4,8 +4,7 @@ A chunk that arrives while the loop is busy waits until the loop gets to it, and
 So the monitor measures that wait directly: every PROBE_EVERY seconds a probe thread queues a callback on the loop
 and records how long the callback waited (the loop's lag). It also takes the process's
 CPU time over the measurement, so a result says both how late the client could have been (`lag_p99`) and how much
-of a core it used (`cpu_share`). A client that falls behind shows here, instead of reading as a slower server. The
-same probes sample how busy the host was (host_load.py).
+of a core it used (`cpu_share`). A client that falls behind shows here, instead of reading as a slower server.
 """
 
 from __future__ import annotations
@@ -16,7 +15,6 @@ import time
 from types import TracebackType
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad
-from pytest_sglang_perf.measurement.host_load import cpu_times, host_load, runnable_now
 from pytest_sglang_perf.measurement.stats import percentile
 
 PROBE_EVERY = 0.02
@@ -39,14 +37,11 @@ class LagMonitor:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._start = (0.0, 0.0)
-        self._cpu: tuple[int, ...] | None = None
-        self._runnable: list[int] = []
         self.load: ClientLoad | None = None
 
     async def __aenter__(self) -> LagMonitor:
         loop = asyncio.get_running_loop()
         self._start = (time.perf_counter(), time.process_time())
-        self._cpu = cpu_times()
         self._thread = threading.Thread(target=self._probe, args=(loop,), name="sglang-perf-lag", daemon=True)
         self._thread.start()
         return self
@@ -59,14 +54,10 @@ class LagMonitor:
         wall, cpu = time.perf_counter() - self._start[0], time.process_time() - self._start[1]
         lags = self._lags or [0.0]
         self.load = ClientLoad(lag_p50=percentile(lags, 50), lag_p99=percentile(lags, 99), lag_max=max(lags),
-                               probes=len(self._lags), cpu_share=cpu / wall if wall > 0 else 0.0, seconds=wall,
-                               host=host_load(self._cpu, cpu_times(), self._runnable))
+                               probes=len(self._lags), cpu_share=cpu / wall if wall > 0 else 0.0, seconds=wall)
 
     def _probe(self, loop: asyncio.AbstractEventLoop) -> None:
         while not self._stop.wait(self._every):
-            runnable = runnable_now()
-            if runnable is not None:
-                self._runnable.append(runnable)
             try:
                 loop.call_soon_threadsafe(self._stamp, time.perf_counter())
             except RuntimeError:  # the loop closed under us: nothing left to measure

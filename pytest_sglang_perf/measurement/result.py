@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad
 from pytest_sglang_perf.measurement.concurrency import Level, Slo, level_suffix
+from pytest_sglang_perf.measurement.host_load import HostLoad
 from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
@@ -137,6 +138,8 @@ class Result:
     percentiles: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """p50/p90/p99 of TTFT and TPOT over every request and of ITL over every chunk gap (concurrency.py)."""
     client: ClientLoad | None = None
+    host: HostLoad | None = None
+    """How busy the host was meanwhile (host_load.py); None off Linux."""
     """The client's own event-loop lag and CPU use while it measured (measurement/loop_lag.py)."""
 
     @property

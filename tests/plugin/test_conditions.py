@@ -1,5 +1,6 @@
-"""The conditions of a measurement are recorded (issue 15, first step): how busy the host was and how the client
-kept up, in the results file and in a failing cell's report. Verdicts do not use them yet."""
+"""The conditions of a measurement (issue 15, the host's side): how busy the host was and how the client kept up are
+recorded in the results file and a failing cell's report; a regression re-measured on a busy host is `inconclusive`,
+not red; a baseline measured there is refused; `--sglang-ignore-conditions` uses none of it."""
 
 from __future__ import annotations
 
@@ -9,51 +10,88 @@ import re
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 from perf_project import write_project
 
-from pytest_sglang_perf.measurement.host_load import host_load
+from pytest_sglang_perf.config.conditions import ConditionLimits
+from pytest_sglang_perf.gate.conditions import disturbance
+from pytest_sglang_perf.measurement.client_load import ClientLoad
+from pytest_sglang_perf.measurement.host_load import HostLoad, host_load
+from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.stats import Summary
 
 TEST = """
 def test_p(sglang_perf):
     sglang_perf.check(sglang_perf.measure("Write a red-black tree in Python."))
 """
 STEADY = "max_tokens = 200\nrepeats = 3\nwarmup = 1\n"
+CONDITIONS = '[tool.sglang_perf.conditions]\nsettle_timeout = "1s"\n'
+LINUX = pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="the host's conditions come from Linux's /proc")
 
 
-@pytest.fixture
-def busy_host() -> Iterator[int]:
-    """One more spinning process than the host has cores, for the duration of the test."""
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range((os.cpu_count() or 1) + 1)]
+@contextmanager
+def busy_host() -> Iterator[None]:
+    """Twice as many spinning processes as the host has cores."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2 * (os.cpu_count() or 1))]
     try:
-        yield len(hogs)
+        yield
     finally:
         for hog in hogs:
             hog.kill()
             hog.wait()
 
 
-@pytest.mark.skipif(not Path("/proc/loadavg").exists(), reason="the host's conditions are read from Linux's /proc")
-def test_a_regression_on_a_busy_host_shows_the_host_was_busy(pytester: pytest.Pytester, busy_host: int,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    write_project(pytester, {"default": []}, request=STEADY)
+@pytest.fixture
+def checked(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytest.Pytester:
+    """A project whose runs use their conditions (the suite's conftest turns them off elsewhere)."""
+    monkeypatch.delenv("SGLANG_PERF_IGNORE_CONDITIONS")
+    write_project(pytester, {"default": []}, request=STEADY, extra=CONDITIONS)
     pytester.makepyfile(test_perf=TEST)
-    pytester.runpytest("--sglang-simulate", "--sglang-update-baselines").assert_outcomes(passed=1)
-    monkeypatch.setenv("SGLANG_SIM_SLOWDOWN", "1.0")  # twice as slow: a real regression, on top of the busy host
-    result = pytester.runpytest("--sglang-simulate", "--sglang-results", "results.json")
-    result.assert_outcomes(failed=1)
-    shown = " ".join(result.stdout.str().split())
-    found = re.search(r"conditions: client lag p50/p99/max [\d./]+ ms, \d+% of a core; host: ([\d.]+) runnable tasks "
+    return pytester
+
+
+def _flat(result: pytest.RunResult) -> str:
+    return " ".join(result.stdout.str().split())
+
+
+@LINUX
+def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: pytest.Pytester,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    checked.runpytest("--sglang-simulate", "--sglang-update-baselines").assert_outcomes(passed=1)
+    monkeypatch.setenv("SGLANG_SIM_SLOWDOWN", "1.0")  # twice as slow: a real regression, on a busy host
+    with busy_host():
+        busy = checked.runpytest("--sglang-simulate", "--sglang-results", "results.json", "-v")
+        ignoring = checked.runpytest("--sglang-simulate", "--sglang-ignore-conditions")
+    busy.assert_outcomes(passed=1)
+    [cell] = json.loads((checked.path / "results.json").read_text())["cells"]
+    assert cell["verdict"] == "inconclusive" and cell["disturbed"].startswith("host busy: ")
+    assert cell["confirmation"] is not None  # re-measured (after a bounded wait for calm), still disturbed
+    assert cell["host"]["cores"] == os.cpu_count() and cell["host"]["runnable"] > (os.cpu_count() or 1) - 0.5
+    assert cell["host"]["busy"] > 0.9 and cell["host"]["server_wait"] is not None
+    assert "the host is busy" in _flat(busy) and "waiting up to 1 s for it to settle" in _flat(busy)
+
+    ignoring.assert_outcomes(failed=1)  # the same regression, the conditions not used: red, and they are shown
+    shown = _flat(ignoring)
+    assert "regressed" in shown
+    found = re.search(r"conditions: client lag p50/p99/max [\d./]+ ms, \d+% of a core; host: server waited for a CPU "
+                      r"(\d+)% of the time, client (\d+)%; ([\d.]+) runnable tasks "
                       rf"on {os.cpu_count()} cores, \d+% busy, steal \d+%, iowait \d+%, load [\d.]+", shown)
     assert found, shown
-    assert float(found[1]) > (os.cpu_count() or 1) - 0.5  # the spinning processes were seen waiting for a core
+    assert float(found[3]) > (os.cpu_count() or 1) - 0.5
     assert "conditions of the re-measure: client lag" in shown
-    [cell] = json.loads((pytester.path / "results.json").read_text())["cells"]
-    host = cell["client"]["host"]
-    assert host["cores"] == os.cpu_count() and host["runnable"] > (os.cpu_count() or 1) - 0.5
-    assert host["busy"] > 0.9 and host["samples"] >= 3
+
+
+@LINUX
+def test_a_baseline_measured_on_a_busy_host_is_refused(checked: pytest.Pytester) -> None:
+    with busy_host():
+        refused = checked.runpytest("--sglang-simulate", "--sglang-update-baselines")
+    refused.assert_outcomes(failed=1)
+    assert ("the baseline of test_perf.py::test_p [default] was NOT recorded: it was measured under disturbed "
+            "conditions (host busy: ") in _flat(refused)
+    assert not list((checked.path / "baselines").glob("*.json"))
 
 
 def test_the_host_condition_from_proc_readings(tmp_path: Path) -> None:
@@ -65,3 +103,34 @@ def test_the_host_condition_from_proc_readings(tmp_path: Path) -> None:
     assert (host.runnable, host.samples, host.load1) == (3.0, 3, 2.5)  # the sampler itself left out
     assert (round(host.busy, 3), round(host.steal, 3), round(host.iowait, 3)) == (0.7, 0.075, 0.05)
     assert host_load(None, end, [1], tmp_path) is None and host_load(start, end, [], tmp_path) is None
+
+
+@pytest.mark.parametrize(("host", "lag", "reason"), [
+    (HostLoad(2, 0.5, 0.4, 0.0, 0.0, 0.5, 20, 0.02, 0.01), 0.0004, None),
+    (HostLoad(2, 3.8, 1.0, 0.0, 0.0, 1.1, 20, 0.01, 0.37), 0.0004,
+     "host busy: the client waited for a CPU 37% of the time (limit 10%; 3.8 runnable tasks on 2 cores)"),
+    (HostLoad(2, 3.5, 1.0, 0.0, 0.0, 1.1, 20, 0.02, 0.05), 0.0004,
+     "host busy: 3.5 runnable tasks on 2 cores (limit 1.5 per core)"),
+    (HostLoad(2, 0.5, 0.9, 0.4, 0.0, 0.5, 20, 0.02, 0.01), 0.0004,
+     "CPU stolen by the hypervisor: 40% of the time (limit 30%)"),
+    (None, 0.009, "the client fell behind: event-loop lag p99 9.0 ms (limit 5 ms)"),
+])
+def test_each_limit_names_itself(host: HostLoad | None, lag: float, reason: str | None) -> None:
+    result = Result("v", RequestParams("p", 10, 0.6, 0, 1, 0), "h", (), {"ttft": Summary.of([0.1])}, 1.0, True,
+                    client=ClientLoad(lag / 2, lag, lag, 50, 0.2, 1.0), host=host)
+    assert disturbance(result, ConditionLimits()) == reason
+
+
+def test_the_re_measure_waits_for_the_other_tasks_to_leave_half_the_cores() -> None:
+    from pytest_sglang_perf.gate.conditions import wait_for_calm
+
+    heard: list[str] = []
+    counts = iter([6, 6, 6, 6, 2, 2, 2, 2])  # the sampler counts itself: 5 others, then 1
+    assert wait_for_calm(ConditionLimits(settle_timeout=30), heard.append, cores=4, sample=lambda: next(counts),
+                         every=0.0)
+    assert heard == ["the host is busy (5.0 runnable tasks on 4 cores): waiting up to 30 s for it to settle before "
+                     "the re-measure"]
+    assert wait_for_calm(ConditionLimits(settle_timeout=30), heard.append, cores=4, sample=lambda: 3, every=0.0)
+    assert not wait_for_calm(ConditionLimits(settle_timeout=0.01), heard.append, cores=2, sample=lambda: 9,
+                             every=0.0)
+    assert heard[-1] == "the host did not settle within 0.01 s: re-measuring anyway"

@@ -1,0 +1,74 @@
+"""Whether a measurement's conditions let its numbers stand for the code: a regression measured on a host too busy
+for it is `inconclusive (host busy: ...)`, not red, and a baseline recorded there is refused.
+
+Plain Python (no pytest). The readings are the client's (measurement/client_load.py: event-loop lag) and the host's
+(measurement/host_load.py: run-queue waits, runnable tasks, steal). The limits are configurable under
+`[tool.sglang_perf.conditions]`; `--sglang-ignore-conditions` records the readings but uses none of them (a
+disturbed regression fails, a disturbed baseline is recorded). docs/conditions.md says why each limit is where it
+is.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from pytest_sglang_perf.config.conditions import ConditionLimits
+from pytest_sglang_perf.errors import SGLangPerfError
+from pytest_sglang_perf.measurement.host_load import runnable_now
+from pytest_sglang_perf.measurement.result import Result
+
+
+class DisturbedRecording(SGLangPerfError):
+    """A baseline measured under disturbed conditions is not recorded."""
+
+
+def disturbance(result: Result, limits: ConditionLimits) -> str | None:
+    """Why the conditions of `result` make its numbers doubtful (`host busy: ...`), or None when they were fine or
+    not recorded."""
+    host, client = result.host, result.client
+    if host is not None:
+        for who, wait in (("server", host.server_wait), ("client", host.client_wait)):
+            if wait is not None and wait > limits.max_cpu_wait:
+                return (f"host busy: the {who} waited for a CPU {wait:.0%} of the time (limit "
+                        f"{limits.max_cpu_wait:.0%}; {host.runnable:.1f} runnable tasks on {host.cores} cores)")
+        if host.runnable > host.cores * limits.max_runnable_per_core:
+            return (f"host busy: {host.runnable:.1f} runnable tasks on {host.cores} cores (limit "
+                    f"{limits.max_runnable_per_core:g} per core)")
+        if host.steal > limits.max_steal:
+            return f"CPU stolen by the hypervisor: {host.steal:.0%} of the time (limit {limits.max_steal:.0%})"
+    if client is not None and client.lag_p99 > limits.max_client_lag:
+        return (f"the client fell behind: event-loop lag p99 {client.lag_p99 * 1000:.1f} ms (limit "
+                f"{limits.max_client_lag * 1000:g} ms)")
+    return None
+
+
+def wait_for_calm(limits: ConditionLimits, say: Callable[[str], None], *, cores: int,
+                  sample: Callable[[], int | None] = runnable_now, every: float = 0.25) -> bool:
+    """Before a re-measure: wait up to `settle_timeout` until other tasks take at most half the host's cores (their
+    runnable count averaged over a second: between measurements the measurement's own processes are idle, so what
+    runs is the rest of the host; half leaves room for the server and the client); True when they did."""
+    deadline = time.monotonic() + limits.settle_timeout
+    said = False
+    while True:
+        runnable = _runnable_over(sample, every)
+        if runnable <= cores / 2:
+            return True
+        if not said:
+            say(f"the host is busy ({runnable:.1f} runnable tasks on {cores} cores): waiting up to "
+                f"{limits.settle_timeout:g} s for it to settle before the re-measure")
+            said = True
+        if time.monotonic() >= deadline:
+            say(f"the host did not settle within {limits.settle_timeout:g} s: re-measuring anyway")
+            return False
+
+
+def _runnable_over(sample: Callable[[], int | None], every: float, count: int = 4) -> float:
+    """Mean runnable tasks over `count` samples `every` seconds apart, the sampling thread itself left out."""
+    counts = []
+    for _ in range(count):
+        found = sample()
+        if found is not None:
+            counts.append(found)
+        time.sleep(every)
+    return max(0.0, sum(counts) / len(counts) - 1.0) if counts else 0.0
