@@ -212,7 +212,7 @@ class PerfSession:
                 self._boot(run)
                 for cell in pending:
                     cell.results.append(self.measure(run.name, cell.first.again()))
-                    self.conditions.check_recording(cell.test_id, cell.results[-1])
+                    self.conditions.check_recording(cell.test_id, cell.results[-1], lambda: None)
             except SGLangPerfError as exc:
                 self.baselines.discard(run.name)
                 self.errors.append(f"variant {run.name!r}: baselines NOT recorded: boot {boot} of {total} "
@@ -351,12 +351,14 @@ class PerfSession:
         run = self._recorded_run(result.variant)
         record = baselines.records(stored)
         if record:
-            self.conditions.check_recording(test_id, result)
+            self.conditions.check_recording(test_id, result, lambda: self.records.append(CellRecord(cell, result, None,
+                                                                                               place, run)))
             cell = replace(cell, updated=True)
             baselines.record(test_id, result, place, run, existed=stored is not None)
         elif self.options.update_baselines:
             baselines.ledger.kept(key)
-        again = self.conditions.remeasure(result, remeasure) if not record and cell.verdict is REGRESSED else None
+        again = self.conditions.remeasure(result, remeasure, self.runs[result.variant].server) if not record \
+            and cell.verdict is REGRESSED else None
         cell = cell if again is None else self.conditions.judge(baselines.judge.confirm(cell, again, place), again)
         self.records.append(CellRecord(cell, result, again, place, run))
         return cell

@@ -80,16 +80,21 @@ class SessionBaselines:
         self.recorder.discard(variant)
         self.ledger.forget(variant)
 
-    def offered(self, records: Sequence[CellRecord]) -> list[CellRecord]:
+    def offered(self, records: Sequence[CellRecord],
+                disturbed: Callable[[Result], bool] = lambda result: False) -> list[CellRecord]:
         """Each cell with the entry it offers `sglang-perf baseline accept` in the results file: a recorded cell the
         very entry it wrote (every boot of --sglang-boots N; none when a later boot failed and nothing was written,
         or when a later check of the same test x variant replaced it); a gated cell the entry recording it would
-        have written."""
+        have written, none when it was measured under `disturbed` conditions (recording it would have been
+        refused)."""
         offered: list[CellRecord] = []
         seen: set[EntryKey] = set()
         for record in reversed(records):
             key = (record.cell.test_id, record.cell.variant)
-            entry = self._written(key, seen) if record.cell.updated else self._would_write(record)
+            if record.cell.updated:
+                entry = self._written(key, seen)
+            else:
+                entry = None if record.result is None or disturbed(record.result) else self._would_write(record)
             seen.add(key)
             offered.append(replace(record, entry=None if entry is None else entry.to_dict()))
         return offered[::-1]

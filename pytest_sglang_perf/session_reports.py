@@ -89,7 +89,8 @@ def results_document(session: PerfSession) -> dict[str, Any]:
     probe = session.roofline.probe
     machine["probe"] = None if probe is None else probe.to_dict()
     runs = session.runs.values()
-    return document(session.baselines.offered(session.records), session.environment.facts, server_records(runs),
+    offered = session.baselines.offered(session.records, lambda result: session.conditions.why(result) is not None)
+    return document(offered, session.environment.facts, server_records(runs),
                     errored_variants(runs), simulated=session.options.simulate, machine=machine,
                     baselines=session.baselines.ledger.to_dict(collected_cells(session)))
 

@@ -30,14 +30,15 @@ class ConditionLimits:
 
 
 def parse_limits(table: Mapping[str, Any], parse_percent: Callable[[object], float],
-                 parse_duration: Callable[[object], float], get: Callable[..., Any]) -> ConditionLimits:
+                 parse_duration: Callable[[object], float], parse_latency: Callable[[object], float],
+                 get: Callable[..., Any]) -> ConditionLimits:
     """`[tool.sglang_perf.conditions]` (config/settings.py reads it with these parsers)."""
     defaults = ConditionLimits()
     return ConditionLimits(
         max_cpu_wait=get(table, "max_cpu_wait", parse_percent, default=defaults.max_cpu_wait),
         max_runnable_per_core=get(table, "max_runnable_per_core", _positive, default=defaults.max_runnable_per_core),
         max_steal=get(table, "max_steal", parse_percent, default=defaults.max_steal),
-        max_client_lag=get(table, "max_client_lag", parse_duration, default=defaults.max_client_lag),
+        max_client_lag=get(table, "max_client_lag", parse_latency, default=defaults.max_client_lag),
         settle_timeout=get(table, "settle_timeout", parse_duration, default=defaults.settle_timeout),
     )
 

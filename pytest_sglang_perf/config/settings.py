@@ -20,7 +20,7 @@ from pytest_sglang_perf.config.conditions import ConditionLimits, parse_limits
 from pytest_sglang_perf.config.reader import ConfigError as ConfigError  # re-exported: callers import it from here
 from pytest_sglang_perf.config.reader import Reader, expect_table, string
 from pytest_sglang_perf.config.request import GateSettings, RequestDefaults, parse_gate, parse_request
-from pytest_sglang_perf.config.units import parse_duration, parse_grace, parse_percent
+from pytest_sglang_perf.config.units import parse_duration, parse_grace, parse_latency, parse_percent
 from pytest_sglang_perf.measurement.metrics import METRICS
 
 T = TypeVar("T")
@@ -288,7 +288,7 @@ def _conditions(reader: Reader, value: object) -> ConditionLimits:
         return ConditionLimits()
     table = expect_table(value, reader.source, "conditions")
     reader.check_keys(table, set(ConditionLimits().to_dict()), "conditions.")
-    return parse_limits(table, parse_percent, parse_duration,
+    return parse_limits(table, parse_percent, parse_duration, parse_latency,
                         lambda t, key, parse, default: reader.get(t, key, parse, default=default, prefix="conditions."))
 
 

@@ -44,31 +44,33 @@ def disturbance(result: Result, limits: ConditionLimits) -> str | None:
 
 
 def wait_for_calm(limits: ConditionLimits, say: Callable[[str], None], *, cores: int,
-                  sample: Callable[[], int | None] = runnable_now, every: float = 0.25) -> bool:
+                  sample: Callable[[], int | None] = runnable_now, own: Callable[[], int] = lambda: 0,
+                  every: float = 0.25) -> bool:
     """Before a re-measure: wait up to `settle_timeout` until other tasks take at most half the host's cores (their
-    runnable count averaged over a second: between measurements the measurement's own processes are idle, so what
-    runs is the rest of the host; half leaves room for the server and the client); True when they did."""
+    runnable count averaged over a second, `own()` - the measurement's own running threads, such as a real SGLang
+    scheduler spinning while idle - left out; half leaves room for the server and the client); True when they did."""
     deadline = time.monotonic() + limits.settle_timeout
     said = False
     while True:
-        runnable = _runnable_over(sample, every)
+        runnable = _runnable_over(sample, own, every)
         if runnable <= cores / 2:
             return True
         if not said:
-            say(f"the host is busy ({runnable:.1f} runnable tasks on {cores} cores): waiting up to "
-                f"{limits.settle_timeout:g} s for it to settle before the re-measure")
+            say(f"the host is busy ({runnable:.1f} runnable tasks on {cores} cores besides the measurement's own): "
+                f"waiting up to {limits.settle_timeout:g} s for it to settle before the re-measure")
             said = True
         if time.monotonic() >= deadline:
             say(f"the host did not settle within {limits.settle_timeout:g} s: re-measuring anyway")
             return False
 
 
-def _runnable_over(sample: Callable[[], int | None], every: float, count: int = 4) -> float:
-    """Mean runnable tasks over `count` samples `every` seconds apart, the sampling thread itself left out."""
+def _runnable_over(sample: Callable[[], int | None], own: Callable[[], int], every: float, count: int = 4) -> float:
+    """Mean runnable tasks over `count` samples `every` seconds apart, the sampling thread itself and the
+    measurement's own running threads left out."""
     counts = []
     for _ in range(count):
         found = sample()
         if found is not None:
-            counts.append(found)
+            counts.append(found - own())
         time.sleep(every)
     return max(0.0, sum(counts) / len(counts) - 1.0) if counts else 0.0

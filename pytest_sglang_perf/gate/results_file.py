@@ -91,7 +91,9 @@ def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, 
     confirmation = None
     if cell.confirmation is not None:
         confirmation = {"metrics": {c.metric: _check(c) for c in cell.confirmation},
-                        "samples": [] if again is None else [s.to_dict() for s in again.samples]}
+                        "samples": [] if again is None else [s.to_dict() for s in again.samples],
+                        "client": None if again is None or again.client is None else again.client.to_dict(),
+                        "host": None if again is None or again.host is None else again.host.to_dict()}
     return {
         "test_id": cell.test_id,
         "variant": cell.variant,

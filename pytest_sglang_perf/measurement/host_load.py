@@ -3,12 +3,13 @@
 Plain Python, Linux `/proc` only (elsewhere nothing is recorded, and the record says so by its absence). A
 `HostWatch` around a measurement reads, at its start and end:
 
-- **cpu wait** of the server's processes and of the client's: the time each spent runnable but waiting on a run queue
-  (`/proc/<pid>/schedstat`, second field, nanoseconds), as a share of the measurement's wall time. It is the direct
-  measure of "the host was too busy for this measurement": 0-1% on a calm machine, tens of percent when other
+- **cpu wait** of the server's threads and of the client's: the time each spent runnable but waiting on a run queue
+  (`/proc/<pid>/task/<tid>/schedstat`, second field, nanoseconds), as a share of the measurement's wall time. It is
+  the direct measure of "the host was too busy for this measurement": 0-1% on a calm machine, tens of percent when other
   processes take the cores (measured on the 2-core dev machine: 0.06% for a spinning process alone, 73% beside three
-  others). `server_wait` is the most any one server process waited (the scheduler that runs the batches is the one
-  that counts); `client_wait` is the measuring thread's, which runs the client's event loop.
+  others). `server_wait` is the most any one thread of the server's processes waited (the one that runs the batches
+  is the one that counts), `client_wait` the most any thread of the measuring process waited (the one that runs the
+  client's event loop, wherever run_sync runs it).
 - **busy, steal, iowait**: shares of all cores' time from `/proc/stat`'s `cpu` line: not idle (the measurement's own
   processes included), taken by the hypervisor for other guests (a VM's neighbours), idle waiting for I/O.
 
@@ -44,10 +45,10 @@ class HostLoad:
     load1: float
     samples: int
     server_wait: float | None = None
-    """The largest share of the measurement any server process spent waiting for a CPU (None: not watched, e.g. a
+    """The largest share of the measurement any server thread spent waiting for a CPU (None: not watched, e.g. a
     remote server)."""
     client_wait: float | None = None
-    """The share the client's measuring thread (its event loop's) spent waiting for a CPU."""
+    """The largest share any thread of the measuring process spent waiting for a CPU."""
 
     def describe(self) -> str:
         """`host: server waited for a CPU 35% of the time, client 2%; 3.4 runnable tasks on 2 cores, 97% busy, steal
@@ -106,11 +107,51 @@ def load_average(proc: Path = PROC) -> float:
 
 
 def run_queue_wait(task: Path) -> int | None:
-    """Nanoseconds the task (`/proc/<pid>` or `/proc/<pid>/task/<tid>`) has waited on a run queue, or None."""
+    """Nanoseconds the task (`/proc/<pid>/task/<tid>`) has waited on a run queue; None when not known (no such
+    task, or a kernel without scheduler statistics, which writes zeros)."""
     try:
-        return int((task / "schedstat").read_text().split()[1])
-    except (OSError, IndexError, ValueError):
+        ran, waited = (int(v) for v in (task / "schedstat").read_text().split()[:2])
+    except (OSError, ValueError):
         return None
+    return None if ran == 0 and waited == 0 else waited
+
+
+def thread_waits(process: Path) -> dict[Path, int]:
+    """Each thread of the process (`/proc/<pid>`) and its run-queue wait so far: a process's own schedstat is its
+    main thread's only, and the thread that runs the batches may be another."""
+    try:
+        tasks = list((process / "task").iterdir())
+    except OSError:
+        return {}
+    waits = {task: run_queue_wait(task) for task in tasks}
+    return {task: wait for task, wait in waits.items() if wait is not None}
+
+
+def running_threads(pids: Sequence[int], proc: Path = PROC) -> int:
+    """How many threads of these processes are running or ready to run right now (state R in their `stat`): a real
+    SGLang scheduler spins on a core even when it has nothing to do, so "is the rest of the host busy" leaves them
+    out."""
+    count = 0
+    for pid in pids:
+        try:
+            tasks = list((proc / str(pid) / "task").iterdir())
+        except OSError:
+            continue
+        for task in tasks:
+            try:
+                state = (task / "stat").read_text().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            count += state == "R"
+    return count
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity), else all of them."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def host_load(start: Sequence[int] | None, end: Sequence[int] | None, runnable: Sequence[int],
@@ -123,7 +164,7 @@ def host_load(start: Sequence[int] | None, end: Sequence[int] | None, runnable: 
     if total <= 0:
         return None
     idle = delta["idle"] + delta["iowait"]
-    return HostLoad(cores=os.cpu_count() or 1, runnable=max(0.0, sum(runnable) / len(runnable) - 1.0),
+    return HostLoad(cores=usable_cores(), runnable=max(0.0, sum(runnable) / len(runnable) - 1.0),
                     busy=1.0 - idle / total, steal=delta["steal"] / total, iowait=delta["iowait"] / total,
                     load1=load_average(proc), samples=len(runnable))
 
@@ -135,18 +176,17 @@ class HostWatch:
 
     def __init__(self, server_pids: Sequence[int] = (), proc: Path = PROC, every: float = SAMPLE_EVERY) -> None:
         self._servers = [proc / str(pid) for pid in server_pids]
+        self._client = proc / "self"
         self._proc = proc
         self._every = every
         self._runnable: list[int] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._start: tuple[float, tuple[int, ...] | None, dict[Path, int], int | None] | None = None
-        self._client_tid = 0
+        self._start: tuple[float, tuple[int, ...] | None, dict[Path, int], dict[Path, int]] | None = None
         self.load: HostLoad | None = None
 
     def __enter__(self) -> HostWatch:
-        self._client_tid = threading.get_native_id()
-        self._start = (perf_counter(), cpu_times(self._proc), self._server_waits(), self._client_wait())
+        self._start = (perf_counter(), cpu_times(self._proc), self._waits(self._servers), thread_waits(self._client))
         self._thread = threading.Thread(target=self._sample, name="sglang-perf-host", daemon=True)
         self._thread.start()
         return self
@@ -161,12 +201,9 @@ class HostWatch:
         found = host_load(cpu, cpu_times(self._proc), self._runnable, self._proc)
         if found is None or wall <= 0:
             return
-        waits = [(now - servers[task]) / 1e9 / wall for task, now in self._server_waits().items() if task in servers]
-        client_now = self._client_wait()
         self.load = HostLoad(**{**found.to_dict(),
-                                "server_wait": max(waits) if waits else None,
-                                "client_wait": None if client is None or client_now is None else
-                                (client_now - client) / 1e9 / wall})
+                                "server_wait": _largest_share(servers, self._waits(self._servers), wall),
+                                "client_wait": _largest_share(client, thread_waits(self._client), wall)})
 
     def _sample(self) -> None:
         while True:
@@ -176,13 +213,16 @@ class HostWatch:
             if self._stop.wait(self._every):
                 return
 
-    def _server_waits(self) -> dict[Path, int]:
-        waits = {task: run_queue_wait(task) for task in self._servers}
-        return {task: wait for task, wait in waits.items() if wait is not None}
+    @staticmethod
+    def _waits(processes: Sequence[Path]) -> dict[Path, int]:
+        return {task: wait for process in processes for task, wait in thread_waits(process).items()}
 
-    def _client_wait(self) -> int | None:
-        """The measuring thread's (the one that entered the watch: it runs the client's event loop)."""
-        return run_queue_wait(self._proc / "self" / "task" / str(self._client_tid))
+
+def _largest_share(start: Mapping[Path, int], end: Mapping[Path, int], wall: float) -> float | None:
+    """The largest share of `wall` any one thread spent waiting for a CPU between the two readings (a thread born
+    meanwhile from zero); None when no thread was read."""
+    shares = [(wait - start.get(task, 0)) / 1e9 / wall for task, wait in end.items()]
+    return max(shares) if shares else None
 
 
 def server_processes(pid: int | None) -> list[int]:
@@ -195,20 +235,3 @@ def server_processes(pid: int | None) -> list[int]:
         return [pid, *(child.pid for child in psutil.Process(pid).children(recursive=True))]
     except psutil.Error:
         return [pid]
-
-
-def combined_hosts(hosts: Sequence[HostLoad | None]) -> HostLoad | None:
-    """Several calls' conditions as one: the worst of each (a cell is as disturbed as its worst stretch)."""
-    known = [host for host in hosts if host is not None]
-    if not known:
-        return None
-
-    def worst(values: Sequence[float | None]) -> float | None:
-        present = [v for v in values if v is not None]
-        return max(present) if present else None
-
-    return HostLoad(cores=known[0].cores, runnable=max(h.runnable for h in known), busy=max(h.busy for h in known),
-                    steal=max(h.steal for h in known), iowait=max(h.iowait for h in known),
-                    load1=max(h.load1 for h in known), samples=sum(h.samples for h in known),
-                    server_wait=worst([h.server_wait for h in known]),
-                    client_wait=worst([h.client_wait for h in known]))

@@ -138,9 +138,9 @@ class Result:
     percentiles: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """p50/p90/p99 of TTFT and TPOT over every request and of ITL over every chunk gap (concurrency.py)."""
     client: ClientLoad | None = None
+    """The client's own event-loop lag and CPU use while it measured (measurement/loop_lag.py)."""
     host: HostLoad | None = None
     """How busy the host was meanwhile (host_load.py); None off Linux."""
-    """The client's own event-loop lag and CPU use while it measured (measurement/loop_lag.py)."""
 
     @property
     def cached_tokens(self) -> float | None:

@@ -54,7 +54,8 @@ def checked(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> pytes
 
 
 def _flat(result: pytest.RunResult) -> str:
-    return " ".join(result.stdout.str().split())
+    """The output on one line, without the prefix of the plugin's wrapped continuation lines."""
+    return re.sub(r" sglang-perf: +(?=[a-z])", " ", " ".join(result.stdout.str().split()))
 
 
 @LINUX
@@ -68,10 +69,13 @@ def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: py
     busy.assert_outcomes(passed=1)
     [cell] = json.loads((checked.path / "results.json").read_text())["cells"]
     assert cell["verdict"] == "inconclusive" and cell["disturbed"].startswith("host busy: ")
-    assert cell["confirmation"] is not None  # re-measured (after a bounded wait for calm), still disturbed
+    assert cell["confirmation"]["host"]["runnable"] > 0  # re-measured (after a bounded wait for calm), still disturbed
+    assert cell["entry"] is None  # a disturbed measurement offers `baseline accept` nothing
     assert cell["host"]["cores"] == os.cpu_count() and cell["host"]["runnable"] > (os.cpu_count() or 1) - 0.5
     assert cell["host"]["busy"] > 0.9 and cell["host"]["server_wait"] is not None
-    assert "the host is busy" in _flat(busy) and "waiting up to 1 s for it to settle" in _flat(busy)
+    said = _flat(busy)
+    assert "the host is busy (" in said
+    assert "besides the measurement's own): waiting up to 1 s for it to settle before the re-measure" in said
 
     ignoring.assert_outcomes(failed=1)  # the same regression, the conditions not used: red, and they are shown
     shown = _flat(ignoring)
@@ -87,8 +91,10 @@ def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: py
 @LINUX
 def test_a_baseline_measured_on_a_busy_host_is_refused(checked: pytest.Pytester) -> None:
     with busy_host():
-        refused = checked.runpytest("--sglang-simulate", "--sglang-update-baselines")
+        refused = checked.runpytest("--sglang-simulate", "--sglang-update-baselines", "--sglang-results", "r.json")
     refused.assert_outcomes(failed=1)
+    [cell] = json.loads((checked.path / "r.json").read_text())["cells"]
+    assert cell["verdict"] == "new" and cell["entry"] is None and cell["host"]["runnable"] > 0
     assert ("the baseline of test_perf.py::test_p [default] was NOT recorded: it was measured under disturbed "
             "conditions (host busy: ") in _flat(refused)
     assert not list((checked.path / "baselines").glob("*.json"))
@@ -128,9 +134,20 @@ def test_the_re_measure_waits_for_the_other_tasks_to_leave_half_the_cores() -> N
     counts = iter([6, 6, 6, 6, 2, 2, 2, 2])  # the sampler counts itself: 5 others, then 1
     assert wait_for_calm(ConditionLimits(settle_timeout=30), heard.append, cores=4, sample=lambda: next(counts),
                          every=0.0)
-    assert heard == ["the host is busy (5.0 runnable tasks on 4 cores): waiting up to 30 s for it to settle before "
-                     "the re-measure"]
+    assert heard == ["the host is busy (5.0 runnable tasks on 4 cores besides the measurement's own): waiting up to "
+                     "30 s for it to settle before the re-measure"]
     assert wait_for_calm(ConditionLimits(settle_timeout=30), heard.append, cores=4, sample=lambda: 3, every=0.0)
     assert not wait_for_calm(ConditionLimits(settle_timeout=0.01), heard.append, cores=2, sample=lambda: 9,
                              every=0.0)
     assert heard[-1] == "the host did not settle within 0.01 s: re-measuring anyway"
+
+
+def test_the_measurements_own_running_threads_are_counted(tmp_path: Path) -> None:
+    from pytest_sglang_perf.measurement.host_load import running_threads
+
+    for pid, states in ((10, "RSR"), (11, "SD")):
+        for tid, state in enumerate(states):
+            task = tmp_path / str(pid) / "task" / str(100 * pid + tid)
+            task.mkdir(parents=True)
+            (task / "stat").write_text(f"{tid} (python (x)) {state} 1 2 3\n")
+    assert running_threads([10, 11, 12], tmp_path) == 2

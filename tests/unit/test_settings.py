@@ -70,6 +70,15 @@ def test_bad_values_name_the_key(table: dict[str, object], message: str) -> None
     assert str(info.value).startswith("sglang-perf.toml: ")
 
 
+def test_the_conditions_table() -> None:
+    s = _parse({"model": "m", "conditions": {"max_client_lag": "1ms", "max_cpu_wait": "20%", "settle_timeout": "5s",
+                                             "max_runnable_per_core": 2}})
+    assert (s.conditions.max_client_lag, s.conditions.max_cpu_wait, s.conditions.settle_timeout) == (0.001, 0.2, 5.0)
+    assert s.conditions.max_runnable_per_core == 2.0 and s.conditions.max_steal == 0.3
+    with pytest.raises(ConfigError, match=r"conditions\.max_runnable_per_core: expected a positive number"):
+        _parse({"model": "m", "conditions": {"max_runnable_per_core": 0}})
+
+
 def test_a_remote_variant_keeps_its_url_and_gpu() -> None:
     s = _parse({"model": "m", "variants": {"prod": {"url": "https://sglang.svc:30000/", "gpu": "NVIDIA H100"}}})
     assert (s.variant("prod").url, s.variant("prod").gpu) == ("https://sglang.svc:30000", "NVIDIA H100")
