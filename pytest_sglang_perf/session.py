@@ -351,8 +351,7 @@ class PerfSession:
         run = self._recorded_run(result.variant)
         record = baselines.records(stored)
         if record:
-            self.conditions.check_recording(test_id, result, lambda: self.records.append(CellRecord(cell, result, None,
-                                                                                               place, run)))
+            self.conditions.check_recording(test_id, result, lambda: self.records.append(CellRecord(cell, result)))
             cell = replace(cell, updated=True)
             baselines.record(test_id, result, place, run, existed=stored is not None)
         elif self.options.update_baselines:
