@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -68,6 +69,16 @@ def _variant_value(value: Sequence[str] | Mapping[str, Any]) -> str:
         return toml_list(value)
     env = ", ".join(f"{key} = {json.dumps(text)}" for key, text in value.get("env", {}).items())
     return f"{{args = {toml_list(value.get('args', []))}, env = {{{env}}}}}"
+
+
+def fake_gpu_host(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, gpus: int,
+                  name: str = "NVIDIA H200") -> None:
+    """An nvidia-smi first on PATH (for the test and its subprocesses) that lists `gpus` GPUs of one model."""
+    bin_dir = pytester.mkdir("fake-bin")
+    smi = bin_dir / "nvidia-smi"
+    smi.write_text(f"#!/bin/sh\nfor i in $(seq {gpus}); do echo '{name}, 570.86.15'; done\n")
+    smi.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
 
 
 def server_processes(marker: Path) -> list[psutil.Process]:

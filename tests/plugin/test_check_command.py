@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
-from perf_project import FAST_SIM, server_processes, toml_list, write_project
+from perf_project import FAST_SIM, fake_gpu_host, server_processes, toml_list, write_project
 
 
 def _check(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -103,11 +102,7 @@ def test_check_finds_the_configuration_from_a_subdirectory(pytester: pytest.Pyte
 
 def _one_gpu_host(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """nvidia-smi as on a host with one H200 (first on PATH for this test and its subprocesses)."""
-    bin_dir = pytester.mkdir("fake-bin")
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\necho 'NVIDIA H200, 570.86.15'\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    fake_gpu_host(pytester, monkeypatch, 1)
 
 
 TP2 = ("--tp-size 2 needs 2 GPUs for one server, but nvidia-smi shows 1 GPU on this host (NVIDIA H200); lower "

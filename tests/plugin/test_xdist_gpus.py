@@ -9,13 +9,12 @@ server holds: two servers on one GPU at the same time fail the run loudly.
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 
 import pytest
 
-from tests.plugin.perf_project import FAST_SIM, LOOSE, write_project
+from tests.plugin.perf_project import FAST_SIM, LOOSE, fake_gpu_host, write_project
 
 pytest.importorskip("xdist")
 
@@ -33,11 +32,7 @@ def test_long(sglang_perf):
 
 
 def _four_gpu_host(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
-    bin_dir = pytester.mkdir("fake-bin")
-    smi = bin_dir / "nvidia-smi"
-    smi.write_text("#!/bin/sh\nfor i in 0 1 2 3; do echo 'NVIDIA H200, 570.86.15'; done\n")
-    smi.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    fake_gpu_host(pytester, monkeypatch, 4)
     monkeypatch.delenv("CUDA_VISIBLE_DEVICES", raising=False)
 
 
