@@ -155,7 +155,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
                session.options.benchmark)
 
 
-def test_nodeid(item: pytest.Item) -> str:
+def collected_nodeid(item: pytest.Item) -> str:
     """The item's node id as collected: before pytest 9.2, pytest-xdist's loadgroup appends `@<group>` to the ids of
     tests with an `xdist_group` mark on its workers."""
     parent = item.parent
@@ -173,7 +173,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     perf = session.config.stash[SESSION]
     if perf is None:
         return
-    tests = [(test_nodeid(item), name) for item in session.items if (name := _variant_of(item)) is not None]
+    tests = [(collected_nodeid(item), name) for item in session.items if (name := _variant_of(item)) is not None]
     try:
         perf.collected(tests)
     except SGLangPerfError as exc:  # a bad configuration, or a gate run that cannot measure anything here
@@ -189,7 +189,7 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> 
     try:
         return (yield)
     finally:
-        session.end(test_nodeid(item), name)
+        session.end(collected_nodeid(item), name)
 
 
 @pytest.fixture(scope="session")
@@ -219,7 +219,8 @@ def sglang_perf(request: pytest.FixtureRequest, sglang_variant: Variant) -> Gene
     else:
         _warn_about_config(session, sglang_variant.name)
         node = request.node
-        handle = SGLangPerf(session, run, request, test_nodeid(node) if isinstance(node, pytest.Item) else node.nodeid)
+        nodeid = collected_nodeid(node) if isinstance(node, pytest.Item) else node.nodeid
+        handle = SGLangPerf(session, run, request, nodeid)
         yield handle
         handle.close()
         return
