@@ -8,6 +8,7 @@ Plain Python (no pytest): the session (session.py) calls it from `check`.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -44,7 +45,7 @@ class SessionConditions:
         """The confirmation re-measure of a regression; when the first measurement was disturbed, after waiting a
         bounded time (settle_timeout) for the rest of the host to calm down."""
         if self.why(first) is not None:
-            pids = server_processes(None if server is None else server.pid)
+            pids = [*server_processes(None if server is None else server.pid), os.getpid()]
             wait_for_calm(self.limits, self._say, cores=first.host.cores if first.host else usable_cores(),
                           own=lambda: running_threads(pids))
         return again()

@@ -12,10 +12,9 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ConditionLimits:
-    max_cpu_wait: float = 0.10
-    """The server's busiest process or the client's measuring thread waited for a CPU more than this share."""
-    max_runnable_per_core: float = 1.5
-    """More runnable tasks per core than this, on average over the measurement."""
+    max_others_per_core: float = 0.5
+    """Tasks other than the measurement's own (the server's processes and the measuring one) wanted a CPU: more
+    than this many per core, on average over the measurement."""
     max_steal: float = 0.30
     """The hypervisor took more than this share of the host's CPU time."""
     max_client_lag: float = 0.005
@@ -24,9 +23,8 @@ class ConditionLimits:
     """How long a re-measure waits for the host to calm down (seconds)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"max_cpu_wait": self.max_cpu_wait, "max_runnable_per_core": self.max_runnable_per_core,
-                "max_steal": self.max_steal, "max_client_lag": self.max_client_lag,
-                "settle_timeout": self.settle_timeout}
+        return {"max_others_per_core": self.max_others_per_core, "max_steal": self.max_steal,
+                "max_client_lag": self.max_client_lag, "settle_timeout": self.settle_timeout}
 
 
 def parse_limits(table: Mapping[str, Any], parse_percent: Callable[[object], float],
@@ -35,8 +33,7 @@ def parse_limits(table: Mapping[str, Any], parse_percent: Callable[[object], flo
     """`[tool.sglang_perf.conditions]` (config/settings.py reads it with these parsers)."""
     defaults = ConditionLimits()
     return ConditionLimits(
-        max_cpu_wait=get(table, "max_cpu_wait", parse_percent, default=defaults.max_cpu_wait),
-        max_runnable_per_core=get(table, "max_runnable_per_core", _positive, default=defaults.max_runnable_per_core),
+        max_others_per_core=get(table, "max_others_per_core", _positive, default=defaults.max_others_per_core),
         max_steal=get(table, "max_steal", parse_percent, default=defaults.max_steal),
         max_client_lag=get(table, "max_client_lag", parse_latency, default=defaults.max_client_lag),
         settle_timeout=get(table, "settle_timeout", parse_duration, default=defaults.settle_timeout),

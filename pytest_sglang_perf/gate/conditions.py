@@ -15,7 +15,7 @@ from collections.abc import Callable
 
 from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.measurement.host_load import runnable_now
+from pytest_sglang_perf.measurement.host_load import HostLoad, runnable_now
 from pytest_sglang_perf.measurement.result import Result
 
 
@@ -28,13 +28,9 @@ def disturbance(result: Result, limits: ConditionLimits) -> str | None:
     not recorded."""
     host, client = result.host, result.client
     if host is not None:
-        for who, wait in (("server", host.server_wait), ("client", host.client_wait)):
-            if wait is not None and wait > limits.max_cpu_wait:
-                return (f"host busy: the {who} waited for a CPU {wait:.0%} of the time (limit "
-                        f"{limits.max_cpu_wait:.0%}; {host.runnable:.1f} runnable tasks on {host.cores} cores)")
-        if host.runnable > host.cores * limits.max_runnable_per_core:
-            return (f"host busy: {host.runnable:.1f} runnable tasks on {host.cores} cores (limit "
-                    f"{limits.max_runnable_per_core:g} per core)")
+        if host.runnable > host.cores * limits.max_others_per_core:
+            return (f"host busy: {host.runnable:.1f} other runnable tasks on {host.cores} cores (limit "
+                    f"{limits.max_others_per_core:g} per core){_waits(host)}")
         if host.steal > limits.max_steal:
             return f"CPU stolen by the hypervisor: {host.steal:.0%} of the time (limit {limits.max_steal:.0%})"
     if client is not None and client.lag_p99 > limits.max_client_lag:
@@ -43,20 +39,27 @@ def disturbance(result: Result, limits: ConditionLimits) -> str | None:
     return None
 
 
+def _waits(host: HostLoad) -> str:
+    """What the other tasks cost the measurement, for the reason's text."""
+    waits = [f"the {who} waited for a CPU {wait:.0%} of the time"
+             for who, wait in (("server", host.server_wait), ("client", host.client_wait)) if wait is not None]
+    return f"; {' and '.join(waits)}" if waits else ""
+
+
 def wait_for_calm(limits: ConditionLimits, say: Callable[[str], None], *, cores: int,
                   sample: Callable[[], int | None] = runnable_now, own: Callable[[], int] = lambda: 0,
                   every: float = 0.25) -> bool:
-    """Before a re-measure: wait up to `settle_timeout` until other tasks take at most half the host's cores (their
-    runnable count averaged over a second, `own()` - the measurement's own running threads, such as a real SGLang
-    scheduler spinning while idle - left out; half leaves room for the server and the client); True when they did."""
+    """Before a re-measure: wait up to `settle_timeout` until other tasks want at most `max_others_per_core` of the
+    host's cores (their runnable count averaged over a second, `own()` - the measurement's own running threads, the
+    sampling one and a real SGLang scheduler spinning while idle included - left out); True when they did."""
     deadline = time.monotonic() + limits.settle_timeout
     said = False
     while True:
         runnable = _runnable_over(sample, own, every)
-        if runnable <= cores / 2:
+        if runnable <= cores * limits.max_others_per_core:
             return True
         if not said:
-            say(f"the host is busy ({runnable:.1f} runnable tasks on {cores} cores besides the measurement's own): "
+            say(f"the host is busy ({runnable:.1f} other runnable tasks on {cores} cores): "
                 f"waiting up to {limits.settle_timeout:g} s for it to settle before the re-measure")
             said = True
         if time.monotonic() >= deadline:
@@ -65,12 +68,12 @@ def wait_for_calm(limits: ConditionLimits, say: Callable[[str], None], *, cores:
 
 
 def _runnable_over(sample: Callable[[], int | None], own: Callable[[], int], every: float, count: int = 4) -> float:
-    """Mean runnable tasks over `count` samples `every` seconds apart, the sampling thread itself and the
-    measurement's own running threads left out."""
+    """Mean runnable tasks over `count` samples `every` seconds apart, the measurement's own running threads (the
+    sampling one included) left out."""
     counts = []
     for _ in range(count):
         found = sample()
         if found is not None:
-            counts.append(found - own())
+            counts.append(max(0, found - own()))
         time.sleep(every)
-    return max(0.0, sum(counts) / len(counts) - 1.0) if counts else 0.0
+    return sum(counts) / len(counts) if counts else 0.0

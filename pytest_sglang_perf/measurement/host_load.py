@@ -1,20 +1,23 @@
-"""How busy the host was while a cell was measured: whether the server and the client had to wait for a CPU.
+"""How busy the host was while a cell was measured: what other tasks wanted of its cores, and how long the server
+and the client waited for a CPU.
 
 Plain Python, Linux `/proc` only (elsewhere nothing is recorded, and the record says so by its absence). A
 `HostWatch` around a measurement reads, at its start and end:
 
 - **cpu wait** of the server's threads and of the client's: the time each spent runnable but waiting on a run queue
-  (`/proc/<pid>/task/<tid>/schedstat`, second field, nanoseconds), as a share of the measurement's wall time. It is
-  the direct measure of "the host was too busy for this measurement": 0-1% on a calm machine, tens of percent when other
-  processes take the cores (measured on the 2-core dev machine: 0.06% for a spinning process alone, 73% beside three
-  others). `server_wait` is the most any one thread of the server's processes waited (the one that runs the batches
-  is the one that counts), `client_wait` the most any thread of the measuring process waited (the one that runs the
-  client's event loop, wherever run_sync runs it).
+  (`/proc/<pid>/task/<tid>/schedstat`, second field, nanoseconds), as a share of the measurement's wall time: 0-1% on
+  a calm machine, tens of percent when other processes take the cores (measured on the 2-core dev machine: 0.06% for a
+  spinning process alone, 73% beside three others). `server_wait` is the most any one thread of the server's processes
+  waited (the one that runs the batches is the one that counts), `client_wait` the most any thread of the measuring
+  process waited (the one that runs the client's event loop, wherever run_sync runs it).
 - **busy, steal, iowait**: shares of all cores' time from `/proc/stat`'s `cpu` line: not idle (the measurement's own
   processes included), taken by the hypervisor for other guests (a VM's neighbours), idle waiting for I/O.
 
-and in between, every 50 ms on a thread of its own, **runnable**: `/proc/loadavg`'s count of tasks running or ready
-to run (the kernel's `nr_running`), the sampling thread itself left out; more than the cores means something waited.
+and in between, every 100 ms on a thread of its own, **runnable**: `/proc/loadavg`'s count of tasks running or ready
+to run (the kernel's `nr_running`), less the measurement's own running threads (the server's processes' and the
+measuring process's, read from `/proc/<pid>/task/*/stat`): what other tasks wanted of the cores. The waits are
+recorded and shown but decide nothing: on a small host the server itself (a real SGLang scheduler spins on its
+core) keeps the client waiting, in the baseline's run as in this one.
 `load1`, the one-minute load average at the end, is kept for the reader who knows that number.
 """
 
@@ -30,7 +33,8 @@ from types import TracebackType
 from typing import Any
 
 PROC = Path("/proc")
-SAMPLE_EVERY = 0.05
+SAMPLE_EVERY = 0.1
+"""Each sample reads /proc/loadavg and the state of every thread of the measurement's processes."""
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
 
 
@@ -38,7 +42,8 @@ _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "st
 class HostLoad:
     cores: int
     runnable: float
-    """Mean runnable tasks over the measurement, the sampling thread left out."""
+    """Mean runnable tasks over the measurement besides the measurement's own (the server's processes and the
+    measuring one)."""
     busy: float
     steal: float
     iowait: float
@@ -51,8 +56,8 @@ class HostLoad:
     """The largest share any thread of the measuring process spent waiting for a CPU."""
 
     def describe(self) -> str:
-        """`host: server waited for a CPU 35% of the time, client 2%; 3.4 runnable tasks on 2 cores, 97% busy, steal
-        0%, iowait 0%, load 2.10`."""
+        """`host: server waited for a CPU 35% of the time, client 2%; 3.4 other runnable tasks on 2 cores, 97% busy,
+        steal 0%, iowait 0%, load 2.10`."""
         waits = []
         if self.server_wait is not None:
             waits.append(f"server waited for a CPU {self.server_wait:.0%} of the time")
@@ -60,7 +65,7 @@ class HostLoad:
             waits.append(f"client {self.client_wait:.0%}" if waits else
                          f"client waited for a CPU {self.client_wait:.0%} of the time")
         head = f"{', '.join(waits)}; " if waits else ""
-        return (f"host: {head}{self.runnable:.1f} runnable tasks on {self.cores} cores, {self.busy:.0%} busy, "
+        return (f"host: {head}{self.runnable:.1f} other runnable tasks on {self.cores} cores, {self.busy:.0%} busy, "
                 f"steal {self.steal:.0%}, iowait {self.iowait:.0%}, load {self.load1:.2f}")
 
     def to_dict(self) -> dict[str, Any]:
@@ -156,7 +161,8 @@ def usable_cores() -> int:
 
 def host_load(start: Sequence[int] | None, end: Sequence[int] | None, runnable: Sequence[int],
               proc: Path = PROC) -> HostLoad | None:
-    """The host's condition between two cpu_times() readings, with the runnable counts sampled in between."""
+    """The host's condition between two cpu_times() readings, with the other tasks' runnable counts sampled in
+    between."""
     if start is None or end is None or not runnable:
         return None
     delta = dict(zip(_CPU_FIELDS, (b - a for a, b in zip(start, end, strict=True)), strict=True))
@@ -164,7 +170,7 @@ def host_load(start: Sequence[int] | None, end: Sequence[int] | None, runnable: 
     if total <= 0:
         return None
     idle = delta["idle"] + delta["iowait"]
-    return HostLoad(cores=usable_cores(), runnable=max(0.0, sum(runnable) / len(runnable) - 1.0),
+    return HostLoad(cores=usable_cores(), runnable=sum(runnable) / len(runnable),
                     busy=1.0 - idle / total, steal=delta["steal"] / total, iowait=delta["iowait"] / total,
                     load1=load_average(proc), samples=len(runnable))
 
@@ -176,6 +182,7 @@ class HostWatch:
 
     def __init__(self, server_pids: Sequence[int] = (), proc: Path = PROC, every: float = SAMPLE_EVERY) -> None:
         self._servers = [proc / str(pid) for pid in server_pids]
+        self._own = [*server_pids, os.getpid()]
         self._client = proc / "self"
         self._proc = proc
         self._every = every
@@ -208,8 +215,8 @@ class HostWatch:
     def _sample(self) -> None:
         while True:
             runnable = runnable_now(self._proc)
-            if runnable is not None:
-                self._runnable.append(runnable)
+            if runnable is not None:  # others only: the measurement's own running threads (this one too) left out
+                self._runnable.append(max(0, runnable - running_threads(self._own, self._proc)))
             if self._stop.wait(self._every):
                 return
 

@@ -71,12 +71,12 @@ def test_bad_values_name_the_key(table: dict[str, object], message: str) -> None
 
 
 def test_the_conditions_table() -> None:
-    s = _parse({"model": "m", "conditions": {"max_client_lag": "1ms", "max_cpu_wait": "20%", "settle_timeout": "5s",
-                                             "max_runnable_per_core": 2}})
-    assert (s.conditions.max_client_lag, s.conditions.max_cpu_wait, s.conditions.settle_timeout) == (0.001, 0.2, 5.0)
-    assert s.conditions.max_runnable_per_core == 2.0 and s.conditions.max_steal == 0.3
-    with pytest.raises(ConfigError, match=r"conditions\.max_runnable_per_core: expected a positive number"):
-        _parse({"model": "m", "conditions": {"max_runnable_per_core": 0}})
+    s = _parse({"model": "m", "conditions": {"max_client_lag": "1ms", "max_steal": "20%", "settle_timeout": "5s",
+                                             "max_others_per_core": 2}})
+    assert (s.conditions.max_client_lag, s.conditions.max_steal, s.conditions.settle_timeout) == (0.001, 0.2, 5.0)
+    assert s.conditions.max_others_per_core == 2.0
+    with pytest.raises(ConfigError, match=r"conditions\.max_others_per_core: expected a positive number"):
+        _parse({"model": "m", "conditions": {"max_others_per_core": 0}})
 
 
 def test_a_remote_variant_keeps_its_url_and_gpu() -> None:
