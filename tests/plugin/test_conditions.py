@@ -88,6 +88,7 @@ def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: py
     assert "conditions of the re-measure: client lag" in shown
 
 
+@pytest.mark.slow
 @LINUX
 def test_a_baseline_measured_on_a_busy_host_is_refused(checked: pytest.Pytester) -> None:
     with busy_host():

@@ -97,6 +97,7 @@ def test_a_running_server_is_measured_without_booting_or_stopping_it(pytester: p
     assert "POST /v1/chat/completions" in (remote.folder / "server.log").read_text()
 
 
+@pytest.mark.slow
 def test_a_remote_server_that_ran_other_args_is_reported(pytester: pytest.Pytester, remote: Remote,
                                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """The variant says what the server should run; /server_info says what it runs."""

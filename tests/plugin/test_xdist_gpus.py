@@ -111,6 +111,7 @@ def test_too_few_visible_gpus_fail_the_boot_with_the_cause(pytester: pytest.Pyte
     assert not (pytester.path / "logs" / "tp2.log").exists()
 
 
+@pytest.mark.slow
 def test_dist_each_is_refused_and_other_modes_keep_a_variant_on_one_worker(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"a": [], "b": ["--chunked-prefill-size", "4096"]}, extra=LOOSE)
     pytester.makepyfile(test_perf=TESTS.replace("time.sleep(1.0)", "pass"),
