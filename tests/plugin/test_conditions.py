@@ -61,7 +61,9 @@ def _flat(result: pytest.RunResult) -> str:
 @LINUX
 def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
-    checked.runpytest("--sglang-simulate", "--sglang-update-baselines").assert_outcomes(passed=1)
+    # the recording is not what this test is about, and the suite may run on a busy host
+    checked.runpytest("--sglang-simulate", "--sglang-update-baselines", "--sglang-ignore-conditions").assert_outcomes(
+        passed=1)
     monkeypatch.setenv("SGLANG_SIM_SLOWDOWN", "1.0")  # twice as slow: a real regression, on a busy host
     with busy_host():
         busy = checked.runpytest("--sglang-simulate", "--sglang-results", "results.json", "-v")

@@ -30,7 +30,9 @@ async def _busy_then_idle(block: float) -> ClientLoad:
 def test_a_blocked_loop_shows_as_lag_and_an_idle_one_does_not() -> None:
     idle = asyncio.run(_busy_then_idle(0.0))  # a busy host delays it too: no absolute bound for the idle loop
     blocked = asyncio.run(_busy_then_idle(0.03))
-    assert blocked.lag_max >= 0.02 and blocked.behind and blocked.lag_max > idle.lag_max
+    # a probe queued during the 30 ms block waits out the rest of it; on a loaded host the probe thread itself may
+    # get the GIL only well into the block, so 10 ms is the bound that holds there too
+    assert blocked.lag_max >= 0.01 and blocked.behind and blocked.lag_max > idle.lag_max
     assert idle.probes >= 10
     assert idle.cpu_share < blocked.cpu_share <= 1.5  # the busy wait is the client's own CPU time
     assert ClientLoad.from_dict(blocked.to_dict()) == blocked
