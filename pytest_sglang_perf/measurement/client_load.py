@@ -17,6 +17,7 @@ class ClientLoad:
 
     lag_p50: float
     lag_p99: float
+    """The tail, never the single worst probe (loop_lag.tail_lag)."""
     lag_max: float
     """Seconds a callback queued on the loop waited before it ran."""
     probes: int

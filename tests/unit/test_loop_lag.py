@@ -10,7 +10,7 @@ import pytest
 
 from pytest_sglang_perf.load_views import load_lines
 from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
-from pytest_sglang_perf.measurement.loop_lag import LagMonitor
+from pytest_sglang_perf.measurement.loop_lag import LagMonitor, tail_lag
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
@@ -61,3 +61,11 @@ def test_a_result_whose_client_fell_behind_is_listed_with_a_warning() -> None:
     calm = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
                   client=ClientLoad(0.00001, 0.0001, 0.0002, 100, 0.1, 1.0))
     assert load_lines([("t.py::t", calm)], simulated=False) == []
+
+
+def test_the_tail_lag_is_never_one_late_probe() -> None:
+    calm = [0.0003] * 70
+    assert tail_lag([*calm, 0.012]) == 0.0003  # one garbage collection in a short cell: not a client behind
+    assert tail_lag([*calm, 0.012, 0.006]) == 0.006  # two late probes: the second one is the tail
+    many = [0.0003] * 900 + [0.004] * 100  # enough probes for a real p99
+    assert tail_lag(many) == 0.004 and tail_lag([0.002]) == 0.002
