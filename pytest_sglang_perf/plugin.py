@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 VARIANT_FIXTURE = "sglang_variant"
 SESSION = pytest.StashKey["PerfSession | None"]()
 _PREVIOUS_SIGTERM = pytest.StashKey[object]()
+_HELD = pytest.StashKey["list[str] | None"]()
+"""What the session said during a test's phase, to be said when it is over (_lines_held)."""
 _WORKER_PARTS = pytest.StashKey[dict[str, "WorkerPart"]]()
 """pytest-xdist's controller: each worker's part by worker id (a worker interrupted reports its end twice)."""
 
@@ -78,9 +80,42 @@ def _log_root(config: pytest.Config) -> Path | None:
 
 
 def _say(config: pytest.Config, message: str) -> None:
+    held = config.stash.get(_HELD, None)
+    if held is not None:
+        held.append(message)
+        return
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is not None:
         reporter.write_line(f"sglang-perf: {message}")
+
+
+@contextlib.contextmanager
+def _lines_held(config: pytest.Config) -> Generator[None, None, None]:
+    """While a test's phase runs, pytest captures what reaches the terminal and shows it only when the test fails;
+    what the session says meanwhile (the pre-measurement check, a re-measure's wait) is held and said when the
+    phase is over. Not with -s, where nothing is captured."""
+    if config.getoption("capture", "no") == "no":  # -p no:capture: nothing is captured
+        yield
+        return
+    config.stash[_HELD] = []
+    try:
+        yield
+    finally:
+        held, config.stash[_HELD] = config.stash[_HELD], None
+        for message in held or ():
+            _say(config, message)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> Generator[None, object, object]:
+    with _lines_held(item.config):
+        return (yield)
+
+
+@pytest.hookimpl(wrapper=True, tryfirst=True)
+def pytest_runtest_teardown(item: pytest.Item) -> Generator[None, object, object]:
+    with _lines_held(item.config):
+        return (yield)
 
 
 def _install_sigterm_handler(config: pytest.Config) -> None:
@@ -241,14 +276,15 @@ def _warn_about_config(session: PerfSession, name: str) -> None:
         warnings.warn_explicit(message, SGLangConfigWarning, str(found.path), found.line)
 
 
-@pytest.hookimpl(wrapper=True)
+@pytest.hookimpl(wrapper=True, tryfirst=True)
 def pytest_runtest_call(item: pytest.Item) -> Generator[None, object, object]:
     """--sglang-strict-flags: a test of a variant whose server did not run what was asked fails unrun."""
     session, name = item.config.stash[SESSION], _variant_of(item)
     failure = None if session is None or name is None else session.strict_failure(name)
     if failure is not None:
         pytest.fail(failure, pytrace=False)
-    return (yield)
+    with _lines_held(item.config):
+        return (yield)
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -105,7 +105,8 @@ class PerfSession:
 
     @cached_property
     def conditions(self) -> SessionConditions:  # what a measurement's conditions do to its verdict and recording
-        return SessionConditions(self.settings.conditions, ignore=self.options.ignore_conditions, say=self.live.note)
+        return SessionConditions(self.settings.conditions, ignore=self.options.ignore_conditions, live=self.live,
+                                 simulate=self.options.simulate)
 
     @cached_property
     def gpus(self) -> SessionGpus:  # the GPUs each server gets (a claim of its own on a multi-GPU host)
@@ -300,20 +301,19 @@ class PerfSession:
     # Measuring and checking results ---------------------------------------------------------------------------
 
     def measure(self, name: str, params: RequestParams, decided: Callable[[Result], bool] | None = None) -> Result:
-        """Measure `params` on the variant's running server, watching how busy the host was meanwhile; raises
+        """Measure `params` on the variant's running server, watching the host and its GPUs meanwhile; raises
         client.RequestFailed."""
-        from pytest_sglang_perf.measurement.host_load import HostWatch, server_processes
         from pytest_sglang_perf.measurement.measure import measure
 
         run = self.runs[name]
         assert run.server is not None, "measure() needs the variant's running server"
-        with HostWatch(server_processes(run.server.pid)) as host:
+        with self.conditions.watch(run) as watched:
             result = measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
                              boot_seconds=None if run.plan.url else run.server.boot_seconds,
                              simulated=self.options.simulate, api_key=run.server.plan.api_key,
                              timeout=self.settings.request.timeout, startup=run.startup, decided=decided,
                              flush_key=run.plan.admin_api_key)
-        result = replace(result, host=host.load)
+        result = replace(result, host=watched.host, gpu=watched.gpu)
         return self.roofline.annotate(run, result)
 
     def place(self, name: str, params: RequestParams) -> CellPlace:
@@ -356,7 +356,7 @@ class PerfSession:
             baselines.record(test_id, result, place, run, existed=stored is not None)
         elif self.options.update_baselines:
             baselines.ledger.kept(key)
-        again = self.conditions.remeasure(result, remeasure, self.runs[result.variant].server) if not record \
+        again = self.conditions.remeasure(result, remeasure, self.runs[result.variant]) if not record \
             and cell.verdict is REGRESSED else None
         cell = cell if again is None else self.conditions.judge(baselines.judge.confirm(cell, again, place), again)
         self.records.append(CellRecord(cell, result, again, place, run))

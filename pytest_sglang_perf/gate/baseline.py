@@ -41,10 +41,14 @@ class BootRecord:
     samples: int
     boot_seconds: float | None
     graph_capture_seconds: float | None = None
+    conditions: Mapping[str, Any] | None = None
+    """The conditions its samples were measured under (measurement/result.py `conditions_record`: client, host,
+    gpu), as recorded: shown, not judged; None in entries recorded before they were kept (then absent)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"samples": self.samples, "boot_seconds": self.boot_seconds,
-                "graph_capture_seconds": self.graph_capture_seconds}
+                "graph_capture_seconds": self.graph_capture_seconds,
+                **({} if self.conditions is None else {"conditions": dict(self.conditions)})}
 
 
 @dataclass(frozen=True)

@@ -209,7 +209,11 @@ def _boot(item: Any) -> BootRecord:
     count = item["samples"]
     if isinstance(count, bool) or not isinstance(count, int) or count < 0:
         raise TypeError(f"a boot's 'samples' must be a count, found {count!r}")
-    return BootRecord(count, _optional_number(item, "boot_seconds"), _optional_number(item, "graph_capture_seconds"))
+    conditions = item.get("conditions")
+    if conditions is not None and not isinstance(conditions, dict):
+        raise TypeError(f"a boot's 'conditions' must be an object or null, found {_json_type(conditions)}")
+    return BootRecord(count, _optional_number(item, "boot_seconds"), _optional_number(item, "graph_capture_seconds"),
+                      conditions)
 
 
 def _optional_number(item: dict[str, Any], key: str) -> float | None:

@@ -1,8 +1,9 @@
 """Whether a measurement's conditions let its numbers stand for the code: a regression measured on a host too busy
 for it is `inconclusive (host busy: ...)`, not red, and a baseline recorded there is refused.
 
-Plain Python (no pytest). The readings are the client's (measurement/client_load.py: event-loop lag) and the host's
-(measurement/host_load.py: run-queue waits, runnable tasks, steal). The limits are configurable under
+Plain Python (no pytest). The readings are the client's (measurement/client_load.py: event-loop lag), the host's
+(measurement/host_load.py: run-queue waits, runnable tasks, steal) and the server GPUs' (measurement/gpu_conditions.py:
+clocks, slowdown reasons, other processes). The limits are configurable under
 `[tool.sglang_perf.conditions]`; `--sglang-ignore-conditions` records the readings but uses none of them (a
 disturbed regression fails, a disturbed baseline is recorded). docs/conditions.md says why each limit is where it
 is.
@@ -15,6 +16,7 @@ from collections.abc import Callable
 
 from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.errors import SGLangPerfError
+from pytest_sglang_perf.measurement.gpu_conditions import SLOWDOWNS, GpuCondition
 from pytest_sglang_perf.measurement.host_load import HostLoad, runnable_now
 from pytest_sglang_perf.measurement.result import Result
 
@@ -27,6 +29,10 @@ def disturbance(result: Result, limits: ConditionLimits) -> str | None:
     """Why the conditions of `result` make its numbers doubtful (`host busy: ...`), or None when they were fine or
     not recorded."""
     host, client = result.host, result.client
+    for gpu in result.gpu or ():  # the server's GPUs first: the most direct cause of a slower GPU server
+        why = gpu_disturbance(gpu, limits)
+        if why is not None:
+            return why
     if host is not None:
         if host.runnable > host.cores * limits.max_others_per_core:
             return (f"host busy: {host.runnable:.1f} other runnable tasks on {host.cores} cores (limit "
@@ -36,6 +42,26 @@ def disturbance(result: Result, limits: ConditionLimits) -> str | None:
     if client is not None and client.lag_p99 > limits.max_client_lag:
         return (f"the client fell behind: event-loop lag p99 {client.lag_p99 * 1000:.1f} ms (limit "
                 f"{limits.max_client_lag * 1000:g} ms)")
+    return None
+
+
+def gpu_disturbance(gpu: GpuCondition, limits: ConditionLimits) -> str | None:
+    """Why one server GPU's state makes the numbers doubtful: slowed down (heat, a power brake), clocks below the
+    limits while it worked, or another process on it."""
+    slow = [reason for reason in gpu.reasons if reason in SLOWDOWNS]
+    if slow:
+        return f"GPU {gpu.index} slowed down: {', '.join(slow)} ({gpu.temperature_max} °C max)"
+    clocks = (("SM", gpu.sm_mhz, gpu.sm_max_mhz, limits.min_sm_clock),
+              ("memory", gpu.memory_mhz, gpu.memory_max_mhz, limits.min_memory_clock))
+    for which, mhz, top, floor in clocks:
+        if gpu.busy_samples and mhz and top and mhz / top < floor:
+            why = f"; reasons: {', '.join(gpu.reasons)}" if gpu.reasons else ""
+            return (f"GPU {gpu.index} {which} clock low: {mhz:.0f} of {top} MHz while working ({mhz / top:.0%}, "
+                    f"limit {floor:.0%}){why}")
+    if gpu.foreign and not limits.allow_foreign_gpu_processes:
+        listed = ", ".join(f"pid {p.pid}" + ("" if p.memory is None else f" ({p.memory / 2**30:.1f} GiB)")
+                           for p in gpu.foreign)
+        return f"another process on GPU {gpu.index}: {listed}"
     return None
 
 
@@ -55,7 +81,7 @@ def wait_for_calm(limits: ConditionLimits, say: Callable[[str], None], *, cores:
     deadline = time.monotonic() + limits.settle_timeout
     said = False
     while True:
-        runnable = _runnable_over(sample, own, every)
+        runnable = runnable_over(sample, own, every)
         if runnable <= cores * limits.max_others_per_core:
             return True
         if not said:
@@ -67,7 +93,7 @@ def wait_for_calm(limits: ConditionLimits, say: Callable[[str], None], *, cores:
             return False
 
 
-def _runnable_over(sample: Callable[[], int | None], own: Callable[[], int], every: float, count: int = 4) -> float:
+def runnable_over(sample: Callable[[], int | None], own: Callable[[], int], every: float, count: int = 4) -> float:
     """Mean runnable tasks over `count` samples `every` seconds apart, the measurement's own running threads (the
     sampling one included) left out."""
     counts = []

@@ -42,7 +42,8 @@ def refresh_command(nodeid: str, variant: str, options: RunOptions) -> str:
 
 def conditions_lines(result: Result, again: Result | None) -> list[str]:
     """What a failing cell's report says about the conditions it was measured in (the client's event-loop lag and
-    CPU, and how busy the host was: measurement/client_load.py, host_load.py), and its re-measure's."""
+    CPU, how busy the host was, and the server GPUs' clocks, slowdowns and other processes: measurement/
+    client_load.py, host_load.py, gpu_conditions.py), and its re-measure's."""
     lines = [f"conditions: {text}" for text in [_conditions(result)] if text]
     lines += [f"conditions of the re-measure: {text}" for text in [_conditions(again)] if text]
     return wrap_lines(lines)
@@ -52,4 +53,5 @@ def _conditions(result: Result | None) -> str | None:
     if result is None:
         return None
     parts = [part.describe() for part in (result.client, result.host) if part is not None]
+    parts += [gpu.describe() for gpu in result.gpu or ()]
     return "; ".join(parts) or None

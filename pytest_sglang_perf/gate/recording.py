@@ -17,7 +17,7 @@ from typing import Any
 from pytest_sglang_perf.gate.baseline import SOURCE_RECORDED, BaselineEntry, BootRecord
 from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.measurement.metrics import EFFICIENCY
-from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.measurement.result import Result, conditions_record
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.roofline.ceiling import ceiling_record
 
@@ -105,7 +105,8 @@ def build_entry(test_id: str, results: Sequence[Result], place: CellPlace, run: 
 
 def _boot(result: Result) -> BootRecord:
     capture = result.values.get("graph_capture_seconds")
-    return BootRecord(len(result.samples), result.boot_seconds, None if not capture else capture[0])
+    return BootRecord(len(result.samples), result.boot_seconds, None if not capture else capture[0],
+                      conditions_record(result))
 
 
 def recorded_source(host: str | None, dirty: bool | None) -> dict[str, Any]:

@@ -93,7 +93,8 @@ def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, 
         confirmation = {"metrics": {c.metric: _check(c) for c in cell.confirmation},
                         "samples": [] if again is None else [s.to_dict() for s in again.samples],
                         "client": None if again is None or again.client is None else again.client.to_dict(),
-                        "host": None if again is None or again.host is None else again.host.to_dict()}
+                        "host": None if again is None or again.host is None else again.host.to_dict(),
+                        "gpu": _gpu(again)}
     return {
         "test_id": cell.test_id,
         "variant": cell.variant,
@@ -128,7 +129,7 @@ def _result(result: Result | None) -> dict[str, Any]:
     if result is None:
         return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
                 "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None, "roofline": None,
-                "load": None, "client": None, "host": None}
+                "load": None, "client": None, "host": None, "gpu": None}
     return {
         "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
         "samples": [s.to_dict() for s in result.samples],
@@ -143,7 +144,12 @@ def _result(result: Result | None) -> dict[str, Any]:
                             result.percentiles),
         "client": None if result.client is None else result.client.to_dict(),
         "host": None if result.host is None else result.host.to_dict(),
+        "gpu": _gpu(result),
     }
+
+
+def _gpu(result: Result | None) -> list[dict[str, Any]] | None:
+    return None if result is None or result.gpu is None else [gpu.to_dict() for gpu in result.gpu]
 
 
 def _finite(value: Any) -> Any:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad
 from pytest_sglang_perf.measurement.concurrency import Level, Slo, level_suffix
+from pytest_sglang_perf.measurement.gpu_conditions import GpuCondition
 from pytest_sglang_perf.measurement.host_load import HostLoad
 from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.samples import Sample
@@ -141,6 +142,9 @@ class Result:
     """The client's own event-loop lag and CPU use while it measured (measurement/loop_lag.py)."""
     host: HostLoad | None = None
     """How busy the host was meanwhile (host_load.py); None off Linux."""
+    gpu: tuple[GpuCondition, ...] | None = None
+    """The server's GPUs meanwhile (gpu_watch.py); None when not read (no NVML, a CPU, simulated or remote
+    server)."""
 
     @property
     def cached_tokens(self) -> float | None:
@@ -184,3 +188,12 @@ class Sweep:
             if result.params.level == level:
                 return result
         raise KeyError(f"this sweep measured concurrency {[r.params.level for r in self.results]}, not {level!r}")
+
+
+def conditions_record(result: Result) -> dict[str, Any] | None:
+    """What a measurement's conditions were, for a baseline's boot: `{"client": ..., "host": ..., "gpu": [...]}`
+    (each part None when not read); None when none was."""
+    record = {"client": None if result.client is None else result.client.to_dict(),
+              "host": None if result.host is None else result.host.to_dict(),
+              "gpu": None if result.gpu is None else [gpu.to_dict() for gpu in result.gpu]}
+    return record if any(value is not None for value in record.values()) else None

@@ -2,7 +2,8 @@
 --sglang-markdown writes and what a GitHub Actions job summary ($GITHUB_STEP_SUMMARY) gets.
 
 Top to bottom: a heading (SIMULATED when the numbers come from the simulator), one line of counts by verdict,
-a table per variant (markdown_cells.py), the servers and the warnings of their effective configuration, the
+a table per variant (markdown_cells.py), the bandwidth ceilings, each cell's conditions (markdown_conditions.py),
+the servers and the warnings of their effective configuration, the
 variants that errored and why, what recording did to the baseline files, then the environment, the versions and
 the machine (markdown_env.py). It renders on GitHub; every value from the document is escaped (markdown_text.py).
 """
@@ -14,6 +15,7 @@ from typing import Any
 
 from pytest_sglang_perf.gate.compare import SEVERITY
 from pytest_sglang_perf.outputs.markdown_cells import variant_section
+from pytest_sglang_perf.outputs.markdown_conditions import conditions_section
 from pytest_sglang_perf.outputs.markdown_env import environment_section
 from pytest_sglang_perf.outputs.markdown_roofline import roofline_section
 from pytest_sglang_perf.outputs.markdown_text import bullets, code, fenced, table, text
@@ -45,7 +47,8 @@ def markdown_report(doc: Mapping[str, Any]) -> str:
             parts.append(variant_section(variant, mine, simulated=any(bool(c.get("simulated")) for c in mine)))
         parts.append([LEGEND])
         roofline = roofline_section(cells, simulated=simulated)
-        parts += [roofline] if roofline else []
+        conditions = conditions_section(cells)
+        parts += [section for section in (roofline, conditions) if section]
     servers = _servers(doc.get("servers"), variants)
     parts.extend(section for section in (servers, _errored(errored), _baselines(doc)) if section)
     parts.append(environment_section(doc))

@@ -236,3 +236,32 @@ def test_nothing_measured() -> None:
 def test_code_spans_hold_backticks() -> None:
     assert code("a`b") == "`` a`b ``"
     assert code("x|y", in_table=True) == "`x\\|y`" and code("x|y") == "`x|y`"
+
+
+def test_each_cells_conditions_and_the_reason_a_disturbed_one_did_not_fail() -> None:
+    doc = document([regressed_cell(), ok_cell("tests/perf/test_prompts.py::test_short", "default")])
+    first, second = doc["cells"]
+    first["disturbed"] = "another process on GPU 1: pid 4242 (2.0 GiB)"
+    first["client"] = {"lag_p50": 0.1, "lag_p99": 0.1, "lag_max": 0.1, "probes": 1, "cpu_share": 1.0, "seconds": 1}
+    again = first["confirmation"] = {"metrics": {}, "samples": []}  # the re-measure decided: its readings are shown
+    again["client"] = {"lag_p50": 0.0001, "lag_p99": 0.0004, "lag_max": 0.001, "probes": 70, "cpu_share": 0.12,
+                       "seconds": 1.4}
+    again["host"] = {"cores": 64, "runnable": 0.4, "busy": 0.1, "steal": 0.0, "iowait": 0.0, "load1": 1.2,
+                     "samples": 14, "server_wait": 0.01, "client_wait": 0.0}
+    again["gpu"] = [{"index": 1, "name": "NVIDIA H200", "samples": 14, "busy_samples": 12, "sm_mhz": 1980.0,
+                     "sm_max_mhz": 1980, "memory_mhz": 3201.0, "memory_max_mhz": 3201, "reasons": ["power cap"],
+                     "temperature_max": 61, "power_w": 612.0, "power_limit_w": 700.0, "foreign_known": True,
+                     "foreign": [{"pid": 4242, "memory": 2147483648}]}]
+    second["gpu"] = [{"index": 1, "name": "broken record"}]  # another version's record: left out, not a crash
+    report = markdown_report(doc)
+    assert "## Conditions" in report
+    [rows] = [t for t in tables(report) if t[0][0] == "test" and "GPUs" in t[0]]
+    assert rows[0] == ["test", "variant", "client", "host", "GPUs", "disturbed"]
+    assert len(rows) == 3  # the second cell recorded nothing that reads
+    assert rows[2][2] == "client lag p50/p99/max 0.10/0.40/1.00 ms, 12% of a core"
+    assert rows[2][3].startswith("server waited for a CPU 1% of the time, client 0%; 0.4 other runnable tasks on 64")
+    assert rows[2][4] == ("GPU 1 (NVIDIA H200): SM 1980/1980 MHz, memory 3201/3201 MHz, 61 °C max, 612/700 W, "
+                          "reasons: power cap; 1 other process(es) (pid 4242, 2.0 GiB)")
+    assert rows[2][5] == "**another process on GPU 1: pid 4242 (2.0 GiB)** (the re-measure's conditions)"
+    del again["client"], again["host"], again["gpu"]
+    assert "## Conditions" not in markdown_report(doc)

@@ -77,6 +77,17 @@ def test_the_conditions_table() -> None:
     assert s.conditions.max_others_per_core == 2.0
     with pytest.raises(ConfigError, match=r"conditions\.max_others_per_core: expected a positive number"):
         _parse({"model": "m", "conditions": {"max_others_per_core": 0}})
+    gpu = _parse({"model": "m", "conditions": {"min_sm_clock": "80%", "min_memory_clock": "90%",
+                                               "allow_foreign_gpu_processes": True, "wait_before_measuring": "20s"}})
+    assert (gpu.conditions.min_sm_clock, gpu.conditions.min_memory_clock) == (0.8, 0.9)
+    assert gpu.conditions.allow_foreign_gpu_processes and gpu.conditions.wait_before_measuring == 20.0
+    with pytest.raises(ConfigError, match=r"conditions\.allow_foreign_gpu_processes: expected true or false, got "
+                                          r"'yes'"):
+        _parse({"model": "m", "conditions": {"allow_foreign_gpu_processes": "yes"}})
+    assert _parse({"model": "m", "conditions": {"wait_before_measuring": "0s"}}).conditions.wait_before_measuring == 0
+    with pytest.raises(ConfigError, match=r"conditions\.min_sm_clock: expected a share of the maximum between 0% and "
+                                          r"100%"):
+        _parse({"model": "m", "conditions": {"min_sm_clock": "150%"}})
 
 
 def test_a_remote_variant_keeps_its_url_and_gpu() -> None:

@@ -292,3 +292,23 @@ def test_unusable_keys_are_rejected() -> None:
         environment_key_slug(["///", ""])
     with pytest.raises(ValueError, match="environment_key_slug"):
         BaselineStore(Path("."), "../outside")
+
+
+def test_each_boot_keeps_the_conditions_it_was_measured_under(tmp_path: Path) -> None:
+    from pytest_sglang_perf.gate.baseline import BootRecord
+
+    conditions = {"client": {"lag_p99": 0.0004}, "host": None,
+                  "gpu": [{"index": 0, "name": "NVIDIA H200", "sm_mhz": 1980.0, "foreign": []}]}
+    boots = (BootRecord(2, 31.0, 4.2, conditions), BootRecord(1, 30.5, 4.1))  # the second: read before they were kept
+    path = BaselineStore(tmp_path, KEY).write([dataclasses.replace(entry(), boots=boots)], ENV)
+    saved = json.loads(path.read_text())["entries"]["tests/perf/test_a.py::test_rbt"]["default"]["boots"]
+    assert saved[0]["conditions"] == conditions and "conditions" not in saved[1]  # an older boot is kept as it was
+    [loaded] = BaselineStore(tmp_path, KEY).load().values()
+    assert loaded.boots == boots
+    saved[0]["conditions"] = "hot"
+    document = json.loads(path.read_text())
+    document["entries"]["tests/perf/test_a.py::test_rbt"]["default"]["boots"] = saved
+    path.write_text(json.dumps(document))
+    with pytest.raises(BaselineFileError, match=r"'boots' is malformed \(a boot's 'conditions' must be an object or "
+                                                r"null, found a string\)"):
+        BaselineStore(tmp_path, KEY).load()

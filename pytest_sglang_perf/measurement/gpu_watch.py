@@ -1,0 +1,97 @@
+"""The server's GPUs while a cell is measured: `with GpuWatch(nvml, gpus) as watch:` samples each of them every
+100 ms on a thread of its own (NVML calls release the GIL; a read of one GPU took 0.03 ms on an H200), and
+`watch.conditions` holds one gpu_conditions.GpuCondition per GPU afterwards.
+
+Which GPUs are the server's (`server_gpus`): those NVML lists one of the server's processes on. When none does (the
+server's pids live in another pid namespace, as in a container), the GPUs it was given (its CUDA_VISIBLE_DEVICES),
+and then no process on them can be called foreign.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from types import TracebackType
+
+from pytest_sglang_perf.measurement.gpu_conditions import GpuCondition, GpuReading, condition
+from pytest_sglang_perf.measurement.nvml import Nvml
+
+SAMPLE_EVERY = 0.1
+
+
+@dataclass(frozen=True)
+class ServerGpus:
+    indices: tuple[int, ...]
+    """NVML's indices."""
+    own_pids: frozenset[int]
+    """The server's processes and the measuring one."""
+    foreign_known: bool
+
+
+def server_gpus(nvml: Nvml, server_pids: Sequence[int], measuring_pid: int, visible: str | None) -> ServerGpus | None:
+    """The GPUs the server runs on; None when it runs on none that can be told (a CPU server: no process of it on
+    any GPU, and no CUDA_VISIBLE_DEVICES of numbers). The measuring process is never what makes a GPU the server's
+    (a test that uses CUDA itself), but it is not foreign on one either."""
+    own = frozenset([*server_pids, measuring_pid])
+    found = tuple(index for index in range(nvml.count()) if nvml.pids(index) & set(server_pids))
+    if found:
+        return ServerGpus(found, own, True)
+    given = [part.strip() for part in (visible or "").split(",") if part.strip()]
+    if given and all(part.isdigit() for part in given):
+        return ServerGpus(tuple(int(part) for part in given), own, False)
+    return None
+
+
+class GpuWatch:
+    """`failed` hears why the GPUs could not be read (NVML broke off mid-measurement): then `conditions` stays None,
+    and the measurement itself goes on."""
+
+    def __init__(self, nvml: Nvml, gpus: ServerGpus, every: float = SAMPLE_EVERY,
+                 failed: Callable[[str], None] = lambda why: None) -> None:
+        self._nvml = nvml
+        self._gpus = gpus
+        self._every = every
+        self._failed = failed
+        self._error: str | None = None
+        self._readings: dict[int, list[GpuReading]] = {index: [] for index in gpus.indices}
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.conditions: tuple[GpuCondition, ...] | None = None
+
+    def __enter__(self) -> GpuWatch:
+        self._thread = threading.Thread(target=self._sample, name="sglang-perf-gpu", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        self._stop.set()
+        assert self._thread is not None
+        self._thread.join()
+        self._read_all()  # the end of the measurement, even a short one, is seen
+        try:
+            conditions = tuple(condition(self._nvml.limits(index), readings, self._gpus.own_pids,
+                                         self._gpus.foreign_known)
+                               for index, readings in self._readings.items())
+        except Exception as exc:  # whatever NVML raised, the measurement stands without it
+            self._error = self._error or f"{type(exc).__name__}: {exc}"
+        if self._error is not None:
+            self._failed(f"the GPUs' conditions of this measurement are not recorded: NVML failed ({self._error})")
+            return
+        self.conditions = conditions
+
+    def _sample(self) -> None:
+        while self._error is None:
+            self._read_all()
+            if self._stop.wait(self._every):
+                return
+
+    def _read_all(self) -> None:
+        if self._error is not None:
+            return
+        try:
+            for index, readings in self._readings.items():
+                readings.append(self._nvml.read(index))
+        except Exception as exc:  # said once, at the end
+            self._error = f"{type(exc).__name__}: {exc}"
