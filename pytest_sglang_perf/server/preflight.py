@@ -13,18 +13,23 @@ from __future__ import annotations
 import argparse
 import difflib
 import enum
+import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
 
-from pytest_sglang_perf.server.plan import ServerPlan
+from pytest_sglang_perf.server.fingerprint import local_model_dir
+from pytest_sglang_perf.server.plan import ServerPlan, flag_value
 from pytest_sglang_perf.server.sim_knobs import KNOB_PREFIX, SIMULATE_ARGS, plan_knobs
 from pytest_sglang_perf.server.target_gpus import NO_GPUS, TargetGpus
 from pytest_sglang_perf.sglang_facts.gpus import GpuTableError, find_gpu
+from pytest_sglang_perf.sglang_facts.known_models import shipped_config
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser
 from pytest_sglang_perf.sglang_facts.requested import ParseError, given_flags, parse_command_line, raising_parser
 from pytest_sglang_perf.sglang_facts.resolved import gpus_used
-from pytest_sglang_perf.sglang_facts.rules import AllOrNone, Requires, SGLangRules, load_rules
+from pytest_sglang_perf.sglang_facts.rules import AllOrNone, FatalOnGpu, Requires, SGLangRules, load_rules
 
 _UNRECOGNIZED = re.compile(r"unrecognized arguments: (?P<args>.*)")
 _AMBIGUOUS = re.compile(r"ambiguous option: (?P<flag>\S+?)(?:=\S*)? could match (?P<matches>.*)")
@@ -45,23 +50,46 @@ class Finding:
         return f"[{self.variant}] {self.level.value}: {self.message}"
 
 
-def check_plans(plans: Sequence[ServerPlan], parser: ArgParser, *, gpus: TargetGpus = NO_GPUS) -> list[Finding]:
-    """Every plan's findings, in order; a simulated plan's `--sim-*` knobs first, then its SGLang flags."""
+def check_plans(plans: Sequence[ServerPlan], parser: ArgParser, *, gpus: TargetGpus = NO_GPUS,
+                root: Path | None = None) -> list[Finding]:
+    """Every plan's findings, in order; a simulated plan's `--sim-*` knobs first, then its SGLang flags. `root`:
+    where a relative `--model-path` folder is (default: the working directory)."""
     knobs = plan_knobs(plans)
     findings: list[Finding] = []
     for plan in plans:
         name, checked = plan.variant.name, knobs.get(plan.variant.name)
+        config = plan_model_config(plan, root or Path.cwd())
         if checked is None:
-            findings += check_variant(name, plan.args, parser, gpus=gpus)
+            findings += check_variant(name, plan.args, parser, gpus=gpus, model_config=config)
             continue
         findings += [Finding(name, Level.ERROR, error) for error in checked.errors]
-        findings += check_variant(name, checked.sglang_args, parser, gpus=gpus)
+        findings += check_variant(name, checked.sglang_args, parser, gpus=gpus, model_config=config)
     return findings
 
 
+def plan_model_config(plan: ServerPlan, root: Path) -> Mapping[str, Any] | None:
+    """The model's config.json, parsed: the simulator's (a local folder, or a shipped config of a known model id),
+    else the `--model-path` folder's (relative to `root`), else the shipped config of that id; None when none is
+    found or it cannot be read (a hub id the plugin does not ship: the rules that depend on the model cannot be
+    applied before the boot)."""
+    model_path = flag_value(plan.command, "--model-path")
+    found = plan.model_config
+    if found is None and model_path is not None:
+        local = local_model_dir(model_path, root)
+        found = local / "config.json" if local is not None else shipped_config(model_path)
+    if found is None:
+        return None
+    try:
+        data = json.loads(found.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def check_variant(name: str, args: Sequence[str], parser: ArgParser, *, gpu_names: Sequence[str] = (),
-                  gpus: TargetGpus | None = None) -> list[Finding]:
-    """One variant's SGLang flags against the target GPUs (`gpu_names`: GPU models only, their count unknown)."""
+                  gpus: TargetGpus | None = None, model_config: Mapping[str, Any] | None = None) -> list[Finding]:
+    """One variant's SGLang flags against the target GPUs (`gpu_names`: GPU models only, their count unknown) and the
+    model (`model_config`: its config.json; None when not known)."""
     target = gpus if gpus is not None else TargetGpus(tuple(gpu_names))
     rules = load_rules(parser.version)
     argparser = raising_parser(parser)
@@ -70,7 +98,8 @@ def check_variant(name: str, args: Sequence[str], parser: ArgParser, *, gpu_name
     except ParseError as exc:
         return [Finding(name, Level.ERROR, _explain(str(exc), parser))]
     findings = [Finding(name, Level.WARNING, m) for m in _repeated(args, argparser)]
-    findings += [Finding(name, Level.ERROR, m) for m in _combinations(args, rules, argparser, target.names)]
+    findings += [Finding(name, level, m) for level, m in _combinations(args, rules, argparser, target.names,
+                                                                       model_config)]
     too_many = _gpu_count(args, namespace, parser, target)
     return findings + ([Finding(name, Level.ERROR, too_many)] if too_many else [])
 
@@ -124,15 +153,30 @@ def _repeated(args: Sequence[str], parser: argparse.ArgumentParser) -> list[str]
 
 
 def _combinations(args: Sequence[str], rules: SGLangRules, parser: argparse.ArgumentParser,
-                  gpu_names: Sequence[str]) -> list[str]:
+                  gpu_names: Sequence[str], model_config: Mapping[str, Any] | None) -> list[tuple[Level, str]]:
     given = {g.action.option_strings[0]: g.values for g in given_flags(args, parser)}
     messages = [m for rule in rules.all_or_none if (m := _all_or_none(rule, given))]
     messages += [m for rule in rules.requires if (m := _requires(rule, given))]
+    found = [(Level.ERROR, m) for m in messages]
     sms = {_gpu_sm(name, rules) for name in gpu_names}
-    messages += [f"{rule.flag} fails at startup on this GPU (SM{sm}): {rule.message}"
-                 for rule in rules.fatal_on_gpu for sm in sms
-                 if rule.flag in given and sm in rule.sm]
-    return messages
+    found += [finding for rule in rules.fatal_on_gpu for sm in sorted(s for s in sms if s is not None)
+              if rule.flag in given and sm in rule.sm and (finding := _fatal(rule, sm, model_config))]
+    return found
+
+
+def _fatal(rule: FatalOnGpu, sm: int, model_config: Mapping[str, Any] | None) -> tuple[Level, str] | None:
+    """A flag that kills SGLang on this GPU: an error; for a rule that depends on the model, only when the model's
+    config matches it as SGLang reads it, and a warning when that config is not known."""
+    if rule.model is None:
+        return Level.ERROR, f"{rule.flag} fails at startup on this GPU (SM{sm}): {rule.message}"
+    if model_config is None:
+        return Level.WARNING, (f"{rule.flag} fails at startup on this GPU (SM{sm}) if {rule.model.says}; this "
+                               "model's config.json was not found (a local --model-path folder, or a model the "
+                               f"plugin ships), so it cannot be told before the boot: {rule.message}")
+    if not rule.model.matches(model_config):
+        return None
+    return Level.ERROR, (f"{rule.flag} fails at startup on this GPU (SM{sm}) with this model ({rule.model.says}): "
+                         f"{rule.message}")
 
 
 def _all_or_none(rule: AllOrNone, given: Mapping[str, tuple[str, ...]]) -> str | None:

@@ -28,9 +28,6 @@ _CONTEXT_KEYS = ("max_position_embeddings", "max_sequence_length", "seq_length",
                  "model_max_length")
 _DEFAULT_CONTEXT_LEN = 2048
 _DTYPE_BYTES = {"float32": 4, "float": 4, "float16": 2, "half": 2, "bfloat16": 2, "float8_e4m3fn": 1}
-_MOE_TOPK_BY_DEFAULT = frozenset({"qwen3_next", "qwen3_5_text", "qwen3_5_moe_text"})
-"""Text config classes that define `num_experts_per_tok` by default (configs/qwen3_next.py::Qwen3NextConfig), so
-SGLang runs initialize_moe_config for them even when config.json does not list it (dense Qwen3.5 included)."""
 _MTP_LAYER_KEYS = ("mtp_num_hidden_layers", "num_nextn_predict_layers")
 
 
@@ -66,8 +63,10 @@ class ModelConfig:
     """The vision tower's parameters (loaded, not read while decoding)."""
     mtp_layers: int = 0
     """Multi-token-prediction layers shipped in the checkpoint (the NEXTN / MTP draft)."""
-    runs_moe_config: bool = False
-    """Whether SGLang's scheduler runs initialize_moe_config for this model (checks like SBO on SM90 live there)."""
+    text_keys: frozenset[str] = frozenset()
+    """The keys of the Hugging Face text config (a multimodal config's `text_config`): what the rules' model
+    conditions read (sglang_facts/rules.py ModelCondition, e.g. SBO on SM90)."""
+    text_model_type: str | None = None
 
     @property
     def architecture(self) -> str:
@@ -183,7 +182,8 @@ def model_config_from_dict(model_path: str, raw: Mapping[str, Any]) -> ModelConf
         attn_output_gate=bool(text.get("attn_output_gate", False)),
         vision_params=_vision_params(raw.get("vision_config")),
         mtp_layers=int(first_given(text, _MTP_LAYER_KEYS, 0)),
-        runs_moe_config=_runs_moe_config(raw),
+        text_keys=frozenset(_hf_text_config(raw)),
+        text_model_type=_hf_text_config(raw).get("model_type"),
     )
 
 
@@ -198,11 +198,10 @@ def _vision_params(vision: Any) -> int:
     return depth * (4 * hidden * hidden + 2 * hidden * inner) + 16 * hidden * hidden + 4 * hidden * out
 
 
-def _runs_moe_config(raw: Mapping[str, Any]) -> bool:
-    """SGLang reads the HF *text* config (`hf_text_config`): the nested `text_config` of a multimodal model."""
-    text = raw.get("text_config") if isinstance(raw.get("text_config"), dict) else raw
-    assert isinstance(text, Mapping)
-    return any(key in text for key in MOE_TOPK_KEYS) or text.get("model_type") in _MOE_TOPK_BY_DEFAULT
+def _hf_text_config(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    """SGLang's `hf_text_config`: the nested `text_config` of a multimodal model, else the config itself."""
+    text = raw.get("text_config")
+    return text if isinstance(text, dict) else raw
 
 
 def _kv_layer_count(text: Mapping[str, Any], layers: int) -> int:

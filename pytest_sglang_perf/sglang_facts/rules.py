@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -46,12 +46,40 @@ class AllOrNone:
 
 
 @dataclass(frozen=True)
+class ModelCondition:
+    """The models a rule applies to, decided as SGLang decides it: on the Hugging Face text config
+    (`hf_text_config`: a multimodal config's `text_config`, else the config itself), which has one of
+    `text_config_has_any` (SGLang's `hasattr`: a key present, even null) or is of a model type whose config class
+    defines one by default."""
+
+    text_config_has_any: tuple[str, ...]
+    model_types: tuple[str, ...]
+    says: str
+    """What a matching model has, for the finding's text."""
+
+    def matches(self, config: Mapping[str, Any]) -> bool:
+        """Whether a model with this config.json (parsed) is one the rule applies to."""
+        text = config.get("text_config")
+        return self.matches_text(text if isinstance(text, dict) else config)
+
+    def matches_text(self, text: Mapping[str, Any]) -> bool:
+        model_type = text.get("model_type")
+        return self.matches_fields(text.keys(), model_type if isinstance(model_type, str) else None)
+
+    def matches_fields(self, keys: Collection[str], model_type: str | None) -> bool:
+        """The same, from the text config's keys and model type (what the simulator keeps of a config)."""
+        return any(key in keys for key in self.text_config_has_any) or model_type in self.model_types
+
+
+@dataclass(frozen=True)
 class FatalOnGpu:
-    """A flag SGLang dies on at startup on GPUs of these SM versions."""
+    """A flag SGLang dies on at startup on GPUs of these SM versions (for the models `model` says; every model when
+    None)."""
 
     flag: str
     sm: tuple[int, ...]
     message: str
+    model: ModelCondition | None = None
 
 
 @dataclass(frozen=True)
@@ -188,7 +216,12 @@ def _all_or_none(rule: JsonObject) -> AllOrNone:
 
 def _fatal_on_gpu(rule: JsonObject) -> FatalOnGpu:
     with rule:
-        return FatalOnGpu(flag=rule.text("flag"), sm=rule.ints("sm"), message=rule.text("message"))
+        model = rule.child("model")
+        with model:
+            condition = None if not model.key_names() else ModelCondition(
+                text_config_has_any=model.texts("text_config_has_any"), model_types=model.texts("model_types"),
+                says=model.text("says"))
+        return FatalOnGpu(flag=rule.text("flag"), sm=rule.ints("sm"), message=rule.text("message"), model=condition)
 
 
 def _requires(rule: JsonObject) -> Requires:

@@ -31,6 +31,9 @@ TINY_CONFIG = {
     "max_position_embeddings": 4096,
     "torch_dtype": "bfloat16",
 }
+MOE_CONFIG = {**TINY_CONFIG, "architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 8,
+              "num_experts_per_tok": 2, "moe_intermediate_size": 128}
+"""A tiny MoE: its text config has an MoE top-k, so SGLang 0.5.23 runs initialize_moe_config (SBO dies on SM90)."""
 
 
 def toml_list(items: Iterable[str]) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from perf_project import server_processes, write_project
+from perf_project import MOE_CONFIG, server_processes, use_model_config, write_project
 
 TESTS = """
     def test_a(sglang_perf):
@@ -61,18 +61,31 @@ def test_unknown_flag_fails_the_preflight_and_starts_no_server(pytester: pytest.
     assert server_processes(pytester.path) == []
 
 
-def test_single_batch_overlap_on_a_simulated_h200_is_stopped_before_boot(pytester: pytest.Pytester) -> None:
+def test_single_batch_overlap_on_a_simulated_h200_is_stopped_before_boot_for_an_moe_model(
+        pytester: pytest.Pytester) -> None:
     write_project(pytester, {"plain": [], "sbo": ["--enable-single-batch-overlap"]},
                   sim=["--sim-gpu", "H200", "--sim-decode-tok-s", "2000", "--sim-boot-seconds", "0.3"])
+    use_model_config(pytester, MOE_CONFIG)
     pytester.makepyfile(test_boot=TESTS)
     result = pytester.runpytest("--sglang-simulate")
     result.assert_outcomes(passed=2, errors=2)
     _unwrapped(result).fnmatch_lines([
-        "sglang-perf: pre-flight [[]sbo[]] error: --enable-single-batch-overlap fails at startup on this GPU (SM90):"
-        " SBO (single batch overlap) is not supported on SM90 GPUs*",
+        "sglang-perf: pre-flight [[]sbo[]] error: --enable-single-batch-overlap fails at startup on this GPU (SM90)"
+        " with this model (its text config has an MoE top-k (SGLang then runs initialize_moe_config)): SBO (single "
+        "batch overlap) is not supported on SM90 GPUs*",
     ])
     assert result.stdout.str().count("] ready in ") == 1  # the plain variant only
     assert server_processes(pytester.path) == []
+
+
+def test_single_batch_overlap_on_a_simulated_h200_runs_for_a_dense_model(pytester: pytest.Pytester) -> None:
+    """SGLang 0.5.23 raises the SBO error only inside initialize_moe_config: a dense Llama boots with it on SM90."""
+    write_project(pytester, {"sbo": ["--enable-single-batch-overlap"]},
+                  sim=["--sim-gpu", "H200", "--sim-decode-tok-s", "2000", "--sim-boot-seconds", "0.3"])
+    pytester.makepyfile(test_boot=TESTS)
+    result = pytester.runpytest("--sglang-simulate")
+    result.assert_outcomes(passed=2)
+    assert "pre-flight" not in result.stdout.str() and "[sbo] ready in " in result.stdout.str()
 
 
 def test_single_batch_overlap_runs_on_an_a6000(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:

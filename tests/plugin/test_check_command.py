@@ -7,7 +7,15 @@ import sys
 from pathlib import Path
 
 import pytest
-from perf_project import FAST_SIM, fake_gpu_host, server_processes, toml_list, write_project
+from perf_project import (
+    FAST_SIM,
+    MOE_CONFIG,
+    fake_gpu_host,
+    server_processes,
+    toml_list,
+    use_model_config,
+    write_project,
+)
 
 
 def _check(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -29,6 +37,9 @@ def test_old_flag_fails_with_the_suggestion(pytester: pytest.Pytester) -> None:
 
 def test_clean_matrix_passes_and_gpu_rules_apply(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"a": [], "sbo": ["--enable-single-batch-overlap"]})
+    dense_on_h100 = _check(pytester.path, "--simulate", "--gpu", "NVIDIA H100 80GB HBM3")
+    assert dense_on_h100.returncode == 0, dense_on_h100.stdout + dense_on_h100.stderr  # SBO dies on MoE models only
+    use_model_config(pytester, MOE_CONFIG)
     clean = _check(pytester.path, "--simulate", "--gpu", "NVIDIA RTX A6000")
     assert clean.returncode == 0, clean.stdout + clean.stderr
     on_h100 = _check(pytester.path, "--simulate", "--gpu", "NVIDIA H100 80GB HBM3")
@@ -79,6 +90,7 @@ def test_check_simulate_judges_the_simulated_gpu_like_the_session(pytester: pyte
     """An SM90 rule applies to the simulated H200 in both, whatever nvidia-smi shows (here: nothing)."""
     sbo = "[sbo] error: --enable-single-batch-overlap fails at startup on this GPU (SM90)"
     write_project(pytester, {"sbo": ["--enable-single-batch-overlap"]}, sim=[*FAST_SIM, "--sim-gpu", "H200"])
+    use_model_config(pytester, MOE_CONFIG)
     checked = _check(pytester.path, "--simulate")
     assert checked.returncode == 1
     assert sbo in checked.stdout and "GPU: H200, from the simulator" in checked.stdout

@@ -65,8 +65,8 @@ def test_the_numbers_give_the_published_parameter_counts(model_id: str, params_b
 
 def test_the_moe_and_multimodal_shapes_are_read_as_such() -> None:
     moe = load_model_config("Qwen/Qwen3-30B-A3B")
-    assert (moe.num_experts, moe.experts_per_token, moe.moe_intermediate_size, moe.runs_moe_config) == (
-        128, 8, 768, True)
+    assert (moe.num_experts, moe.experts_per_token, moe.moe_intermediate_size) == (128, 8, 768)
+    assert "num_experts_per_tok" in moe.text_keys and moe.text_model_type == "qwen3_moe"
     vl = load_model_config("Qwen/Qwen2.5-VL-7B-Instruct")
     assert vl.is_multimodal and vl.architecture == "Qwen2_5_VLForConditionalGeneration"
     assert vl.language_param_count() / 1e9 == pytest.approx(7.61, rel=0.01)  # Qwen2.5-7B's language model

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_sglang_perf.server.preflight import Level, check_variant
@@ -11,8 +13,10 @@ SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--s
         "--speculative-num-draft-tokens", "4"]
 
 
-def _messages(args: list[str], gpus: tuple[str, ...] = ()) -> list[tuple[Level, str]]:
-    return [(f.level, f.message) for f in check_variant("v", args, flag_table_parser(), gpu_names=gpus)]
+def _messages(args: list[str], gpus: tuple[str, ...] = (), model: dict[str, Any] | None = None
+              ) -> list[tuple[Level, str]]:
+    return [(f.level, f.message) for f in check_variant("v", args, flag_table_parser(), gpu_names=gpus,
+                                                         model_config=model)]
 
 
 def test_the_seed_matrix_is_clean_on_the_engineers_gpus() -> None:
@@ -64,9 +68,36 @@ def test_speculative_without_the_triple_is_fine() -> None:
     assert _messages(["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8"]) == []
 
 
-def test_single_batch_overlap_on_sm90_only() -> None:
-    [(level, message)] = _messages(["--enable-single-batch-overlap"], ("NVIDIA H200",))
+DENSE_LLAMA = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 4096}
+DENSE_QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "model_type": "qwen3", "hidden_size": 4096}
+MOE_QWEN3 = {"architectures": ["Qwen3MoeForCausalLM"], "model_type": "qwen3_moe", "num_experts": 128,
+             "num_experts_per_tok": 8}
+DENSE_QWEN35 = {"architectures": ["Qwen3_5ForConditionalGeneration"], "model_type": "qwen3_5",
+                "text_config": {"model_type": "qwen3_5_text", "hidden_size": 5120}, "vision_config": {}}
+SBO = ["--enable-single-batch-overlap"]
+
+
+def test_single_batch_overlap_on_sm90_only_for_a_model_that_runs_sglangs_moe_config() -> None:
+    # SGLang 0.5.23 raises it in initialize_moe_config, which runs only when the text config has an MoE top-k
+    [(level, message)] = _messages(SBO, ("NVIDIA H200",), MOE_QWEN3)
     assert level is Level.ERROR
-    assert "(SM90)" in message and "SBO (single batch overlap) is not supported on SM90" in message
-    assert _messages(["--enable-single-batch-overlap"], ("NVIDIA A100-SXM4-80GB",)) == []
-    assert _messages(["--enable-single-batch-overlap"]) == []  # GPU unknown: nothing to say
+    assert message.startswith("--enable-single-batch-overlap fails at startup on this GPU (SM90) with this model (its "
+                              "text config has an MoE top-k (SGLang then runs initialize_moe_config)): SBO (single "
+                              "batch overlap) is not supported on SM90")
+    assert _messages(SBO, ("NVIDIA H100 80GB HBM3",), DENSE_LLAMA) == []  # a dense model boots with SBO on an H100
+    assert _messages(SBO, ("NVIDIA H200",), DENSE_QWEN3) == []
+    # a config class that defines the top-k by default counts, read from a multimodal config's text_config
+    assert [level for level, _ in _messages(SBO, ("NVIDIA H200",), DENSE_QWEN35)] == [Level.ERROR]
+    assert [level for level, _ in _messages(SBO, ("NVIDIA H200",), {"text_config": {"moe_topk": None}})] == [
+        Level.ERROR]  # SGLang asks hasattr: a key given as null counts
+    assert _messages(SBO, ("NVIDIA A100-SXM4-80GB",), MOE_QWEN3) == []
+    assert _messages(SBO, (), MOE_QWEN3) == []  # GPU unknown: nothing to say
+
+
+def test_single_batch_overlap_on_sm90_with_a_model_not_known_here_is_a_warning() -> None:
+    [(level, message)] = _messages(SBO, ("NVIDIA H200",))
+    assert level is Level.WARNING
+    assert ("fails at startup on this GPU (SM90) if its text config has an MoE top-k (SGLang then runs "
+            "initialize_moe_config); this model's config.json was not found") in message
+
+

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
 from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
+from pytest_sglang_perf.sglang_facts.rules import DEFAULT_VERSION, load_rules
 from pytest_sglang_perf.simulator.args.faults import Faults
 from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.memory import NOT_ENOUGH_MEMORY, MemoryPlan
@@ -124,10 +125,19 @@ def engine_startup_line(startup: StartupTime, tokenizer_e2e: float) -> str:
             f"cuda_graph={{{graphs}}}, tokenizer_e2e={tokenizer_e2e:.2f}")
 
 
+SBO_FLAG = "--enable-single-batch-overlap"
+
+
 def scheduler_init_check(resolution: Resolution, model: ModelConfig, gpu: Gpu) -> SchedulerCrash | None:
-    """What fails in Scheduler.__init__ before any weight loads: SBO on an SM90 GPU (docs/sglang-0.5.23.md §8.5)."""
-    if resolution.args.get("enable_single_batch_overlap") and gpu.sm_major == 9 and model.runs_moe_config:
-        return sbo_on_sm90()
+    """What fails in Scheduler.__init__ before any weight loads: SBO on an SM90 GPU for a model whose text config
+    has an MoE top-k (docs/sglang-0.5.23.md §8.5), by the same rule the pre-flight check applies
+    (sglang_facts/data/sglang-<version>-rules.json `fatal_on_gpu`)."""
+    if not resolution.args.get("enable_single_batch_overlap"):
+        return None
+    for rule in load_rules(DEFAULT_VERSION).fatal_on_gpu:  # the version the simulator models
+        if rule.flag == SBO_FLAG and gpu.sm in rule.sm and (
+                rule.model is None or rule.model.matches_fields(model.text_keys, model.text_model_type)):
+            return sbo_on_sm90()
     return None
 
 
