@@ -17,7 +17,8 @@ def verdict_line(config: EffectiveConfig) -> str:
     if config.duplicate:
         return "effective configuration: as requested, but the same as another variant's"
     verified = sum(1 for outcome in config.flags if outcome.status is Status.OK)
-    return f"effective configuration: ok ({verified} requested flag(s) verified against /server_info)"
+    unconfirmed = f"; {len(config.notes)} note(s)" if config.notes else ""  # flags that cannot be confirmed
+    return f"effective configuration: ok ({verified} requested flag(s) verified against /server_info{unconfirmed})"
 
 
 def config_lines(config: EffectiveConfig) -> list[str]:

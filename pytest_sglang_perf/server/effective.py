@@ -7,6 +7,11 @@ and the startup facts of the server log (logscan.py). Where a flag's effect show
 messages explain an override and which optimizations SGLang turns on by default are version-specific facts: they
 live in the SGLang version's rules (`sglang_facts.rules`: `effective_fields`, `resolution_messages`,
 `default_optimizations`, `unconfirmable`, `secret_fields`), not here. No I/O, no pytest.
+
+Each requested flag is `confirmed`, `changed by SGLang` (a finding, with SGLang's message where it logged one) or
+`cannot be confirmed` (a note: nothing SGLang reports shows its effect, or `/server_info` has no field for it). The
+contract test tests/sglang_cpu/contract/test_flag_corpus.py holds this against SGLang's own resolution for every
+flag of its table. What ran, in words: ran.py.
 """
 
 from __future__ import annotations
@@ -14,16 +19,20 @@ from __future__ import annotations
 import enum
 import json
 import math
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_sglang_perf.server.info_paths import MISSING, lookup
+from pytest_sglang_perf.server.ran import ran_lines
 from pytest_sglang_perf.server.redaction import redact_text
 from pytest_sglang_perf.server.startup import StartupFacts
 from pytest_sglang_perf.sglang_facts.requested import Requested
 from pytest_sglang_perf.sglang_facts.rules import SGLangRules
 
-_MISSING = object()
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+"""A terminal colour code, as SGLang wraps some warnings in."""
 
 
 class Status(enum.Enum):
@@ -33,6 +42,14 @@ class Status(enum.Enum):
     """Taken as given, but nothing SGLang reports can confirm its effect."""
     NOT_REPORTED = "not reported"
     """`/server_info` has no field for it (e.g. `--config`)."""
+
+    @property
+    def category(self) -> str:
+        """What the report calls it: `confirmed`, `changed by SGLang` (a finding, with SGLang's reason where it
+        logged one) or `cannot be confirmed` (listed as a note, never a finding)."""
+        if self is Status.OK:
+            return "confirmed"
+        return "changed by SGLang" if self is Status.OVERRIDDEN else "cannot be confirmed"
 
 
 @dataclass(frozen=True)
@@ -52,11 +69,14 @@ class FlagOutcome:
                     f"{reason}")
         if self.status is Status.UNCONFIRMED:
             return f"{self.flag}: cannot be confirmed: {self.because}"
-        return f"{self.flag} {show(self.requested)}: {self.status.value}"
+        if self.status is Status.NOT_REPORTED:
+            return f"{self.flag}: cannot be confirmed: /server_info does not report it"
+        return f"{self.flag} {show(self.requested)}: {self.status.category}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"flag": self.flag, "dest": self.dest, "requested": _jsonable(self.requested),
-                "effective": _jsonable(self.effective), "status": self.status.value, "because": self.because}
+                "effective": _jsonable(self.effective), "status": self.status.value,
+                "category": self.status.category, "because": self.because}
 
 
 @dataclass(frozen=True)
@@ -103,7 +123,8 @@ class EffectiveConfig:
 
     @property
     def notes(self) -> tuple[str, ...]:
-        return tuple(o.describe() for o in self.flags if o.status is Status.UNCONFIRMED)
+        """The flags that cannot be confirmed, each with why: listed, never a finding."""
+        return tuple(o.describe() for o in self.flags if o.status in (Status.UNCONFIRMED, Status.NOT_REPORTED))
 
     @property
     def verdict(self) -> str:
@@ -161,26 +182,14 @@ def redact_info(info: Mapping[str, Any], rules: SGLangRules, secrets: Sequence[s
     return cleaned
 
 
-def lookup(info: Mapping[str, Any], path: Sequence[str | int]) -> Any:
-    """The value at a JSON path (an int indexes a list), or _MISSING."""
-    node: Any = info
-    for step in path:
-        in_list = isinstance(step, int) and isinstance(node, list) and -len(node) <= step < len(node)
-        in_map = isinstance(step, str) and isinstance(node, Mapping) and step in node
-        if not (in_list or in_map):
-            return _MISSING
-        node = node[step]
-    return node
-
-
 def effective_value(dest: str, info: Mapping[str, Any], rules: SGLangRules) -> Any:
-    """What the server ran for a flag's dest (see `effective_fields`), or _MISSING when it is not reported."""
+    """What the server ran for a flag's dest (see `effective_fields`), or MISSING when it is not reported."""
     spec = rules.effective_fields.get(dest)
     if spec is None:
-        return info.get(dest, _MISSING)
+        return info.get(dest, MISSING)
     values = [lookup(info, path) for path in spec.paths]
-    if any(v is _MISSING for v in values):
-        return _MISSING
+    if any(v is MISSING for v in values):
+        return MISSING
     if all(_same(v, values[0]) for v in values):
         return values[0]
     return {".".join(str(s) for s in path[-2:]): v for path, v in zip(spec.paths, values, strict=True)}
@@ -220,7 +229,7 @@ def _same(a: Any, b: Any) -> bool:
 def topic_messages(messages: Sequence[str], rules: SGLangRules) -> dict[str, list[str]]:
     """SGLang's resolution messages by the topic (flag group) they explain, in log order."""
     found: dict[str, list[str]] = {}
-    for message in messages:
+    for message in (_ANSI.sub("", line) for line in messages):  # SGLang colours its deprecation warnings
         for rule in rules.resolution_messages:
             if rule.pattern.search(message):
                 for topic in rule.topics:
@@ -274,7 +283,7 @@ def _outcome(requested: Requested, info: Mapping[str, Any], by_topic: Mapping[st
     dest, value = requested.dest, requested.value
     unconfirmable = rules.unconfirmable.get(dest)
     effective = effective_value(dest, info, rules)
-    if effective is _MISSING:
+    if effective is MISSING:
         return FlagOutcome(requested.flag, dest, value, None, Status.NOT_REPORTED)
     if unconfirmable:
         return FlagOutcome(requested.flag, dest, value, effective, Status.UNCONFIRMED, unconfirmable)
@@ -302,67 +311,10 @@ def _switched_off(requested: Mapping[str, Requested], info: Mapping[str, Any],
         if any(dest in requested for dest in optimization.unless_requested):
             continue
         values = [lookup(info, path) for path in optimization.paths]
-        if any(v is not _MISSING and any(_same(v, off) for off in optimization.off) for v in values):
+        if any(v is not MISSING and any(_same(v, off) for off in optimization.off) for v in values):
             because = " / ".join(by_topic.get(optimization.topic, ())) or None
             out.append(SwitchedOff(optimization.name, because))
     return tuple(out)
-
-
-# What ran, in words ---------------------------------------------------------------------------------------
-
-
-def ran_lines(info: Mapping[str, Any], facts: StartupFacts, *, log_seen: bool = True) -> tuple[tuple[str, str], ...]:
-    """The configuration that matters for speed, as the server reported it."""
-    lines = [("prefill CUDA graph", _graph(info, facts, "prefill", log_seen)),
-             ("decode CUDA graph", _graph(info, facts, "decode", log_seen))]
-    spec = info.get("speculative_algorithm")
-    if spec:
-        lines.append(("speculative decoding", f"{spec} steps={info.get('speculative_num_steps')} "
-                                              f"topk={info.get('speculative_eagle_topk')} "
-                                              f"draft_tokens={info.get('speculative_num_draft_tokens')}"))
-    cap = lookup(info, ["internal_states", 0, "effective_max_running_requests_per_dp"])
-    if cap is not _MISSING:
-        lines.append(("max running requests", f"{cap} per DP rank"))
-    if "disable_overlap_schedule" in info:
-        lines.append(("overlap scheduler", "off" if info["disable_overlap_schedule"] else "on"))
-    return tuple(lines)
-
-
-def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str, log_seen: bool = True) -> str:
-    """The plan's backend only when the log shows the graph captured; otherwise what kept it from running.
-
-    `cuda_graph_config` is the plan: on CPU it still says `full` for decode although nothing is captured
-    (`decode_cuda_graph_bs` is empty), so the plan alone never makes a graph "full" here.
-    """
-    backend = lookup(info, ["cuda_graph_config", phase, "backend"])
-    captured = facts.target_captures(phase)
-    if captured:
-        seconds = sum(c.seconds or 0.0 for c in captured)
-        sizes = next((c.batch_sizes for c in captured if c.batch_sizes), None)
-        detail = f", bs {sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)" if sizes else ""
-        name = "not reported" if backend is _MISSING else str(backend)
-        return f"{name} (captured in {seconds:.2f} s{detail})"
-    if backend is _MISSING:
-        return "not reported"
-    if not log_seen and backend != "disabled":
-        return f"capture not known (no server log: the server is remote); planned {backend}"
-    if backend == "disabled":
-        if phase != "prefill" or not facts.prefill_graph_skipped:
-            return "disabled"
-        fallbacks = facts.capture_fallbacks
-        return f"disabled (not captured: {fallbacks[-1]})" if fallbacks else "disabled (not captured)"
-    return f"not captured ({_not_captured_because(info, facts, phase)}; planned {backend})"
-
-
-def _not_captured_because(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:
-    device = info.get("device")
-    if isinstance(device, str) and device != "cuda":
-        return device
-    if phase == "prefill" and facts.capture_fallbacks:
-        return facts.capture_fallbacks[-1]
-    if info.get("disable_cuda_graph") is True:
-        return "--disable-cuda-graph"
-    return "no capture in the server log"
 
 
 # Variants that measure the same thing -------------------------------------------------------------------
@@ -382,7 +334,7 @@ def same_as(later: EffectiveConfig, earlier: EffectiveConfig, rules: SGLangRules
         return None
     for dest in dests:
         a, b = effective_value(dest, earlier.info, rules), effective_value(dest, later.info, rules)
-        if a is _MISSING or b is _MISSING or not _same(a, b):
+        if a is MISSING or b is MISSING or not _same(a, b):
             return None
     flags = ", ".join(sorted(_flag_name(dest, later, earlier) for dest in dests))
     return (f"measures nothing new: its only difference from variant {earlier.variant!r} ({flags}) did not change "

@@ -113,7 +113,8 @@ def test_flags_the_server_ran_as_requested_are_ok() -> None:
         ("--mem-fraction-static", Status.OK), ("--cuda-graph-bs-decode", Status.OK)]
     assert outcome(config, "--cuda-graph-bs-decode").effective == [1, 2, 4]
     assert config.problems == () and config.notes == () and config.verdict == "ok" and not config.problems
-    assert outcome(config, "--cuda-graph-backend-prefill").describe() == "--cuda-graph-backend-prefill breakable: ok"
+    assert outcome(config, "--cuda-graph-backend-prefill").describe() == \
+        "--cuda-graph-backend-prefill breakable: confirmed"
 
 
 def test_flag_is_compared_with_the_plan_not_with_the_raw_arg() -> None:
@@ -397,8 +398,10 @@ def test_flag_missing_from_server_info_is_not_reported() -> None:
     config = judge(["--config", "variant.yaml", "--enable-nccl-nvls"], info)
     assert [(o.flag, o.status, o.effective) for o in config.flags] == [
         ("--config", Status.NOT_REPORTED, None), ("--enable-nccl-nvls", Status.NOT_REPORTED, None)]
-    assert outcome(config, "--config").describe() == "--config variant.yaml: not reported"
-    assert config.problems == () and config.notes == () and config.verdict == "ok"
+    assert outcome(config, "--config").describe() == "--config: cannot be confirmed: /server_info does not report it"
+    assert config.problems == () and config.verdict == "ok"  # listed as a note, never a finding
+    assert config.notes == ("--config: cannot be confirmed: /server_info does not report it",
+                            "--enable-nccl-nvls: cannot be confirmed: /server_info does not report it")
 
 
 def test_last_occurrence_of_a_repeated_flag_wins() -> None:
@@ -533,7 +536,9 @@ def test_to_dict_is_json_with_each_verdict() -> None:
     assert data["unavailable"] is None
     assert data["ran"]["speculative decoding"] == "EAGLE steps=3 topk=1 draft_tokens=4"
     assert {"flag": "--speculative-num-draft-tokens", "dest": "speculative_num_draft_tokens", "requested": 5,
-            "effective": 4, "status": "overridden", "because": DRAFT_ADJUSTED} in data["flags"]
+            "effective": 4, "status": "overridden", "category": "changed by SGLang", "because": DRAFT_ADJUSTED} in \
+        data["flags"]
+    assert {flag["category"] for flag in data["flags"]} == {"confirmed", "changed by SGLang", "cannot be confirmed"}
     assert json.loads(json.dumps(clean.to_dict()))["flags"][0]["requested"] == [1, 2, 4]
     dup = json.loads(json.dumps(duplicate.to_dict()))
     assert (dup["verdict"], dup["warnings"]) == ("duplicate", ["measures nothing new: ..."])
@@ -590,3 +595,12 @@ def test_reasons_come_in_log_order_and_only_reasons_count() -> None:
     found = topic_messages(messages, RULES)
     assert found["prefill_cuda_graph"] == [messages[0], messages[2]]
     assert not any("experimental" in m for topic in found.values() for m in topic)
+
+
+def test_a_coloured_message_is_tied_to_its_flag_without_its_colour_codes() -> None:
+    from pytest_sglang_perf.server.effective import topic_messages
+    from pytest_sglang_perf.sglang_facts.rules import load_rules
+
+    coloured = ("\x1b[1;33m'--enable-dp-attention' is deprecated and will be removed in a future release. Use "
+                "'--attn-dp-size <dp-size>' instead.\x1b[0m")
+    assert topic_messages([coloured], load_rules("0.5.23"))["enable_dp_attention"] == [coloured[7:-4]]

@@ -105,11 +105,12 @@ def differing_config() -> EffectiveConfig:
 
 def test_config_lines_of_a_server_that_ran_as_requested() -> None:
     assert config_lines(ok_config()) == [
-        "effective configuration: ok (2 requested flag(s) verified against /server_info)",
+        "effective configuration: ok (2 requested flag(s) verified against /server_info; 1 note(s))",
         "  prefill CUDA graph: breakable (captured in 20.51 s)",
         "  decode CUDA graph: full (captured in 10.00 s, bs 1..8 (4 sizes))",
         "  max running requests: 48 per DP rank",
         "  overlap scheduler: on",
+        "  note: --config: cannot be confirmed: /server_info does not report it",  # confirmed, changed (none here) and cannot be confirmed: each said as such
     ]
 
 
@@ -133,14 +134,18 @@ def test_config_lines_of_a_duplicate_variant() -> None:
     config = dataclasses.replace(ok_config(), duplicate=DUPLICATE)
     lines = config_lines(config)
     assert lines[0] == "effective configuration: as requested, but the same as another variant's"
-    assert lines[-1] == f"  WARNING: {DUPLICATE}"
+    assert lines[-2:] == [f"  WARNING: {DUPLICATE}", "  note: --config: cannot be confirmed: /server_info does not report it"]
 
 
 def test_verdict_line_counts_only_verified_flags() -> None:
     """`--config` is not in /server_info and --enable-nccl-nvls cannot be confirmed: neither counts as verified."""
     config = judge("v", ["--config", "x.yaml", "--enable-nccl-nvls", "--cuda-graph-max-bs-decode", "256"],
                    server_info(enable_nccl_nvls=True))
-    assert verdict_line(config) == "effective configuration: ok (1 requested flag(s) verified against /server_info)"
+    assert verdict_line(config) == ("effective configuration: ok (1 requested flag(s) verified against /server_info; "
+                                    "2 note(s))")
+    assert config.notes == ("--config: cannot be confirmed: /server_info does not report it",
+                            "--enable-nccl-nvls: cannot be confirmed: SGLang only sets NCCL_NVLS_ENABLE=1; whether "
+                            "NVLS is used is NCCL's decision, and nothing SGLang reports confirms it")
 
 
 def test_unreadable_configuration() -> None:
@@ -183,11 +188,11 @@ def test_server_summary_lines_per_variant() -> None:
     facts = {"base": startup_facts(BOOT_LOG), "mm": StartupFacts()}
     lines = server_summary_lines(configs, facts, {"base": 61.5}, simulated=True)
     assert lines[0] == ("variant base (SIMULATED): effective configuration: ok (2 requested flag(s) verified against "
-                        "/server_info)")
-    assert lines[1:5] == config_lines(configs["base"])[1:]
-    assert lines[5].startswith("  startup: boot 61.5 s, load_weight 40.10 s, cuda graphs 30.51 s, ")
+                        "/server_info; 1 note(s))")
+    assert lines[1:6] == config_lines(configs["base"])[1:]
+    assert lines[6].startswith("  startup: boot 61.5 s, load_weight 40.10 s, cuda graphs 30.51 s, ")
     mm = lines.index("variant mm (SIMULATED): effective configuration DIFFERS from the request (2 finding(s))")
-    assert mm > 6 and all(line.startswith("    ") for line in lines[6:mm])  # wrapped, indented deeper
+    assert mm > 7 and all(line.startswith("    ") for line in lines[7:mm])  # wrapped, indented deeper
     assert lines[-1] == "  startup: SGLang logged no startup facts"  # no boot time measured for mm
     assert lines[mm + 1:-1] == wrap_lines(config_lines(configs["mm"]))[1:]
     assert all(len(line) <= 120 for line in lines)
@@ -195,7 +200,8 @@ def test_server_summary_lines_per_variant() -> None:
 
 def test_server_summary_lines_without_simulation_or_facts() -> None:
     lines = server_summary_lines({"base": ok_config()}, {}, {"base": 61.5}, simulated=False)
-    assert lines[0] == "variant base: effective configuration: ok (2 requested flag(s) verified against /server_info)"
+    assert lines[0] == ("variant base: effective configuration: ok (2 requested flag(s) verified against /server_info; "
+                        "1 note(s))")
     assert not any("SIMULATED" in line or "startup:" in line for line in lines)
 
 
@@ -241,7 +247,7 @@ def test_runtime_graph_use_line_counts_batches_with_a_graph() -> None:
 
 
 def test_config_brief_in_a_few_words() -> None:
-    assert config_brief(ok_config()) == "config ok"
+    assert config_brief(ok_config()) == "config ok, 1 note(s)"  # --config: not in /server_info
     assert config_brief(differing_config()) == "config DIFFERS (2 finding(s))"
     assert config_brief(dataclasses.replace(ok_config(), duplicate=DUPLICATE)) == "config: measures nothing new"
     assert config_brief(unavailable("v", "HTTP 404", StartupFacts())) == "config NOT verified"
@@ -251,7 +257,7 @@ def test_config_brief_in_a_few_words() -> None:
 
 def test_ready_line() -> None:
     assert ready_line(ok_config(), startup_facts(BOOT_LOG), 61.54, True, "base.log") == (
-        "ready in 61.5 s (SIMULATED; graphs 30.51 s; config ok; log base.log)")
+        "ready in 61.5 s (SIMULATED; graphs 30.51 s; config ok, 1 note(s); log base.log)")
     assert ready_line(differing_config(), None, 2.0, False, "mm.log") == (
         "ready in 2.0 s (config DIFFERS (2 finding(s)); log mm.log)")
 

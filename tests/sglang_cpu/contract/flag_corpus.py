@@ -1,0 +1,112 @@
+"""Every flag of a corpus through SGLang's own parser and resolution, and through the plugin's effective-configuration
+comparison, as JSON (run as a script where `sglang` imports; this folder is sys.path[0]).
+
+stdin `{"head": [arg, ...], "batches": [[{"flag": "--x", "args": [arg, ...]}, ...], ...]}`: each batch is one command
+line setting all its flags. stdout `{"results": {flag: Result}}`, a result being `{"exit": 0 | 1 | 2, "error":
+SGLang's last traceback line | null, "dest", "requested", "after", "status", "effective", "because", "logged"}`:
+
+- SGLang: `prepare_server_args(head + args)` (its parser; `requested` is the record's field for the flag's dest as
+  parsed), then `resolve_once()`; `after` is the same field in `resolved_dict()`, which `/server_info` serves.
+- The plugin: `requested_flags(args)` with the installed SGLang's parser, then `effective.evaluate()` against
+  `resolved_dict()` (plus `version`) and the messages SGLang logged while resolving; `status` / `effective` /
+  `because` are the flag's outcome (`secret`: a flag the report never shows); `logged`: SGLang's messages that name
+  the flag or its dest.
+
+A batch that SGLang refuses is split in halves until the flag it refuses stands alone. Each resolution runs in a child
+forked after SGLang is imported (resolution cannot be retried and reconfigures logging).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+from typing import Any
+
+from parse_both import jsonable
+from resolve_both import in_child, last_line
+
+Result = dict[str, Any]
+
+
+class _Messages(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def resolve_batch(head: list[str], cases: list[dict[str, Any]]) -> Result:
+    """One command line setting every case's flag: SGLang's resolution, then the plugin's verdict on each flag."""
+    from sglang.srt.server_args import prepare_server_args
+
+    from pytest_sglang_perf.server.effective import evaluate
+    from pytest_sglang_perf.server.startup import startup_facts
+    from pytest_sglang_perf.sglang_facts.parsers import installed_sglang_parser
+    from pytest_sglang_perf.sglang_facts.requested import requested_flags
+    from pytest_sglang_perf.sglang_facts.rules import load_rules
+
+    parser = installed_sglang_parser()
+    assert parser is not None, "SGLang does not import here"
+    rules = load_rules("0.5.23")
+    args = [arg for case in cases for arg in case["args"]]
+    messages = _Messages()
+    logging.getLogger().addHandler(messages)
+    try:
+        record = prepare_server_args([*head, *args])
+        requested = requested_flags(args, parser)
+        dests = {r.flag: r.dest for r in requested}
+        before = {dest: jsonable(getattr(record, dest)) for dest in dests.values()}
+        record.resolve_once()
+    except SystemExit as exc:
+        return {"exit": exc.code, "error": None}
+    except Exception as exc:
+        return {"exit": 1, "error": last_line(exc)}
+    info = jsonable(dict(record.resolved_dict()))
+    info["version"] = rules.sglang_version
+    config = evaluate("corpus", requested, info, startup_facts(""), messages.lines, rules)
+    outcomes = {o.dest: o for o in config.flags}
+    flags = {}
+    for case in cases:
+        dest = dests[case["flag"]]
+        outcome = outcomes.get(dest)
+        flags[case["flag"]] = {
+            "dest": dest, "requested": before[dest], "after": info.get(dest),
+            "status": "secret" if outcome is None else outcome.status.value,
+            "effective": None if outcome is None else jsonable(outcome.effective),
+            "because": None if outcome is None else outcome.because,
+            "logged": [line for line in messages.lines if case["flag"] in line or dest in line]}
+    return {"exit": 0, "error": None, "flags": flags}
+
+
+def resolve(head: list[str], cases: list[dict[str, Any]]) -> dict[str, Result]:
+    """Each case's result: the batch's, or (when the batch fails to resolve) each half's, down to single flags."""
+    batch = in_child(lambda argv: resolve_batch(head, cases), [])
+    if batch["exit"] == 0:
+        return {flag: {"exit": 0, "error": None, **found} for flag, found in batch["flags"].items()}
+    if len(cases) == 1:
+        return {cases[0]["flag"]: {"exit": batch["exit"], "error": batch["error"]}}
+    middle = len(cases) // 2
+    return {**resolve(head, cases[:middle]), **resolve(head, cases[middle:])}
+
+
+def main() -> int:
+    for name in [key for key in os.environ if key.startswith("SGLANG_SIM_")]:
+        del os.environ[name]
+    payload = json.load(sys.stdin)
+    import sglang.srt.arg_groups.pipeline
+    import sglang.srt.server_args
+
+    del sglang  # imported once here, before forking
+    results: dict[str, Result] = {}
+    for batch in payload["batches"]:
+        results.update(resolve(payload["head"], batch))
+    json.dump({"results": results}, sys.stdout)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
