@@ -13,19 +13,24 @@ SGLang's last traceback line | null, "dest", "requested", "after", "status", "ef
   the flag or its dest.
 
 A batch that SGLang refuses is split in halves until the flag it refuses stands alone. Each resolution runs in a child
-forked after SGLang is imported (resolution cannot be retried and reconfigures logging).
+forked after SGLang is imported (resolution cannot be retried and reconfigures logging), as many at once as there
+are cores.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import logging
 import os
+import select
 import sys
+from collections.abc import Callable
 from typing import Any
 
 from parse_both import jsonable
-from resolve_both import in_child, last_line
+from resolve_both import last_line
 
 Result = dict[str, Any]
 
@@ -82,15 +87,65 @@ def resolve_batch(head: list[str], cases: list[dict[str, Any]]) -> Result:
     return {"exit": 0, "error": None, "flags": flags}
 
 
-def resolve(head: list[str], cases: list[dict[str, Any]]) -> dict[str, Result]:
-    """Each case's result: the batch's, or (when the batch fails to resolve) each half's, down to single flags."""
-    batch = in_child(lambda argv: resolve_batch(head, cases), [])
-    if batch["exit"] == 0:
-        return {flag: {"exit": 0, "error": None, **found} for flag, found in batch["flags"].items()}
-    if len(cases) == 1:
-        return {cases[0]["flag"]: {"exit": batch["exit"], "error": batch["error"]}}
-    middle = len(cases) // 2
-    return {**resolve(head, cases[:middle]), **resolve(head, cases[middle:])}
+def resolve_all(head: list[str], batches: list[list[dict[str, Any]]]) -> dict[str, Result]:
+    """Each case's result: its batch's, or (when SGLang refuses the batch) each half's, down to single flags."""
+    results: dict[str, Result] = {}
+    queue = batches
+    while queue:
+        outcomes = run_forked([lambda batch=batch: resolve_batch(head, batch) for batch in queue])
+        halves = []
+        for batch, outcome in zip(queue, outcomes, strict=True):
+            if outcome["exit"] == 0:
+                results.update({flag: {"exit": 0, "error": None, **found} for flag, found in outcome["flags"].items()})
+            elif len(batch) == 1:
+                results[batch[0]["flag"]] = {"exit": outcome["exit"], "error": outcome["error"]}
+            else:
+                halves += [batch[:len(batch) // 2], batch[len(batch) // 2:]]
+        queue = halves
+    return results
+
+
+def run_forked(jobs: list[Callable[[], Result]]) -> list[Result]:
+    """Each job in a child forked from this process, as many at once as there are cores; their results in order."""
+    results: list[Result | None] = [None] * len(jobs)
+    running: dict[int, tuple[int, int, bytearray]] = {}  # read end -> (job index, pid, bytes so far)
+    waiting = list(enumerate(jobs))
+    while waiting or running:
+        while waiting and len(running) < (os.cpu_count() or 1):
+            index, job = waiting.pop(0)
+            read_end, pid = _fork(job)
+            running[read_end] = (index, pid, bytearray())
+        ready, _, _ = select.select(list(running), [], [])
+        for read_end in ready:
+            chunk = os.read(read_end, 1 << 16)
+            if chunk:
+                running[read_end][2].extend(chunk)
+                continue
+            index, pid, data = running.pop(read_end)
+            os.close(read_end)
+            _, status = os.waitpid(pid, 0)
+            results[index] = json.loads(data) if status == 0 and data else {
+                "exit": -1, "error": f"resolution child failed (wait status {status})"}
+    return [result for result in results if result is not None]
+
+
+def _fork(job: Callable[[], Result]) -> tuple[int, int]:
+    """A child that runs `job` with its output silenced and writes its JSON result to the pipe it returns."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        os.close(read_end)
+        code = 0
+        try:
+            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+                result = job()
+            os.write(write_end, json.dumps(result).encode())
+        except BaseException:
+            code = 3
+        finally:
+            os._exit(code)
+    os.close(write_end)
+    return read_end, pid
 
 
 def main() -> int:
@@ -101,10 +156,7 @@ def main() -> int:
     import sglang.srt.server_args
 
     del sglang  # imported once here, before forking
-    results: dict[str, Result] = {}
-    for batch in payload["batches"]:
-        results.update(resolve(payload["head"], batch))
-    json.dump({"results": results}, sys.stdout)
+    json.dump({"results": resolve_all(payload["head"], payload["batches"])}, sys.stdout)
     return 0
 
 
