@@ -81,7 +81,7 @@ def nvml_gpus(pynvml: Any) -> tuple[NvmlGpu, ...]:
     except pynvml.NVMLError as exc:
         raise NvmlUnavailable(f"NVML could not start: {exc}") from exc
     try:
-        driver = nvml_text(nvml.ask("nvmlSystemGetDriverVersion")) or nvidia_driver_version()
+        driver = _text(nvml.ask("nvmlSystemGetDriverVersion")) or nvidia_driver_version()
         cuda = _cuda_version(nvml.ask("nvmlSystemGetCudaDriverVersion"))
         return tuple(_nvml_gpu(nvml, index, driver, cuda) for index in range(pynvml.nvmlDeviceGetCount()))
     finally:
@@ -110,7 +110,7 @@ def _nvml_gpu(nvml: _Nvml, index: int, driver: str | None, cuda: str | None) -> 
     memory = nvml.ask("nvmlDeviceGetMemoryInfo", handle)
     power_mw = nvml.ask("nvmlDeviceGetPowerManagementLimit", handle)
     facts = GpuFacts(
-        index=index, name=nvml_text(nvml.ask("nvmlDeviceGetName", handle)) or "unknown GPU", sm=f"{major}.{minor}",
+        index=index, name=_text(nvml.ask("nvmlDeviceGetName", handle)) or "unknown GPU", sm=f"{major}.{minor}",
         memory_mib=0 if memory is None else int(memory.total) // MIB, driver=driver, cuda=cuda,
         sm_clock_mhz=_max_clock(nvml, handle, "NVML_CLOCK_SM"),
         mem_clock_mhz=_max_clock(nvml, handle, "NVML_CLOCK_MEM"),
@@ -150,8 +150,7 @@ def nvidia_driver_version(path: Path | None = None) -> str | None:
     return found.group(1) if found else None
 
 
-def nvml_text(value: Any) -> str | None:
-    """A string NVML returned (bytes in older nvidia-ml-py), as text."""
+def _text(value: Any) -> str | None:
     if value is None:
         return None
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
@@ -167,5 +166,5 @@ def _khz_to_mhz(value: Any) -> int | None:
 
 
 def _normal_uuid(value: Any) -> str | None:
-    text = nvml_text(value)
+    text = _text(value)
     return text.lower().removeprefix("gpu-") if text else None

@@ -16,7 +16,6 @@ import importlib
 from types import ModuleType
 from typing import Any
 
-from pytest_sglang_perf.hardware.facts import nvml_text
 from pytest_sglang_perf.measurement.gpu_conditions import GpuLimits, GpuProcess, GpuReading
 
 UNSUPPORTED = (3, 13)
@@ -49,7 +48,7 @@ class Nvml:
     def limits(self, index: int) -> GpuLimits:
         nvml, handle = self._nvml, self._handle(index)
         power = self._ask("nvmlDeviceGetEnforcedPowerLimit", handle)
-        return GpuLimits(index=index, name=nvml_text(self._ask("nvmlDeviceGetName", handle)) or "unknown GPU",
+        return GpuLimits(index=index, name=_text(self._ask("nvmlDeviceGetName", handle)) or "unknown GPU",
                          sm_max_mhz=int(self._ask("nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_SM) or 0),
                          memory_max_mhz=int(self._ask("nvmlDeviceGetMaxClockInfo", handle, nvml.NVML_CLOCK_MEM) or 0),
                          power_limit_w=None if power is None else power / 1000)
@@ -80,6 +79,13 @@ class Nvml:
         if index not in self._handles:
             self._handles[index] = self._nvml.nvmlDeviceGetHandleByIndex(index)
         return self._handles[index]
+
+
+def _text(value: Any) -> str | None:
+    """A string NVML returned (bytes in older nvidia-ml-py), as text."""
+    if value is None:
+        return None
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 def open_nvml(module_name: str = "pynvml") -> tuple[Nvml | None, str | None]:

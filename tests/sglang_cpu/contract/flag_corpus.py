@@ -19,8 +19,6 @@ are cores.
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import logging
 import os
@@ -30,7 +28,7 @@ from collections.abc import Callable
 from typing import Any
 
 from parse_both import jsonable
-from resolve_both import last_line
+from resolve_both import ended, fork, last_line
 
 Result = dict[str, Any]
 
@@ -113,7 +111,7 @@ def run_forked(jobs: list[Callable[[], Result]]) -> list[Result]:
     while waiting or running:
         while waiting and len(running) < (os.cpu_count() or 1):
             index, job = waiting.pop(0)
-            read_end, pid = _fork(job)
+            read_end, pid = fork(job)
             running[read_end] = (index, pid, bytearray())
         ready, _, _ = select.select(list(running), [], [])
         for read_end in ready:
@@ -123,29 +121,9 @@ def run_forked(jobs: list[Callable[[], Result]]) -> list[Result]:
                 continue
             index, pid, data = running.pop(read_end)
             os.close(read_end)
-            _, status = os.waitpid(pid, 0)
-            results[index] = json.loads(data) if status == 0 and data else {
-                "exit": -1, "error": f"resolution child failed (wait status {status})"}
+            results[index] = ended(bytes(data), pid)
+            results[index].pop("stderr", None)  # resolution's own warnings: not what is compared
     return [result for result in results if result is not None]
-
-
-def _fork(job: Callable[[], Result]) -> tuple[int, int]:
-    """A child that runs `job` with its output silenced and writes its JSON result to the pipe it returns."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child: never returns
-        os.close(read_end)
-        code = 0
-        try:
-            with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
-                result = job()
-            os.write(write_end, json.dumps(result).encode())
-        except BaseException:
-            code = 3
-        finally:
-            os._exit(code)
-    os.close(write_end)
-    return read_end, pid
 
 
 def main() -> int:

@@ -56,8 +56,9 @@ def simulator_resolve(argv: list[str]) -> Outcome:
     return {"exit": 0, "error": None, "resolved": jsonable(dict(prepared.resolution.args))}
 
 
-def in_child(resolve: Callable[[list[str]], Outcome], argv: list[str]) -> Outcome:
-    """Run `resolve(argv)` in a forked child; its stderr is captured (fd 2 and sys.stderr alike)."""
+def fork(job: Callable[[], Outcome]) -> tuple[int, int]:
+    """Start `job` in a forked child; (the read end of the pipe its JSON outcome comes through, its pid). Its stderr
+    (fd 2 and sys.stderr alike) is captured into the outcome's `stderr`."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:  # the child: never returns
@@ -66,7 +67,7 @@ def in_child(resolve: Callable[[list[str]], Outcome], argv: list[str]) -> Outcom
         try:
             err = io.StringIO()
             with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
-                result = resolve(argv)
+                result = job()
             result["stderr"] = err.getvalue()
             os.write(write_end, json.dumps(result).encode())
         except BaseException:
@@ -75,15 +76,26 @@ def in_child(resolve: Callable[[list[str]], Outcome], argv: list[str]) -> Outcom
         finally:
             os._exit(code)
     os.close(write_end)
-    data = bytearray()
-    with os.fdopen(read_end, "rb") as pipe:
-        while chunk := pipe.read(1 << 16):
-            data += chunk
+    return read_end, pid
+
+
+def ended(data: bytes, pid: int) -> Outcome:
+    """A child's outcome, once its pipe is closed (its own JSON, or why there is none)."""
     _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return {"exit": -1, "error": f"resolution child failed (wait status {status})", "stderr": "", "resolved": None}
     result: Outcome = json.loads(data)
     return result
+
+
+def in_child(resolve: Callable[[list[str]], Outcome], argv: list[str]) -> Outcome:
+    """Run `resolve(argv)` in a forked child and wait for its outcome."""
+    read_end, pid = fork(lambda: resolve(argv))
+    data = bytearray()
+    with os.fdopen(read_end, "rb") as pipe:
+        while chunk := pipe.read(1 << 16):
+            data += chunk
+    return ended(bytes(data), pid)
 
 
 def main() -> int:
