@@ -110,7 +110,8 @@ def test_config_lines_of_a_server_that_ran_as_requested() -> None:
         "  decode CUDA graph: full (captured in 10.00 s, bs 1..8 (4 sizes))",
         "  max running requests: 48 per DP rank",
         "  overlap scheduler: on",
-        "  note: --config: cannot be confirmed: /server_info does not report it",  # confirmed, changed (none here) and cannot be confirmed: each said as such
+        # confirmed (counted), changed by SGLang (none here) and cannot be confirmed (a note): each said as such
+        "  note: --config: cannot be confirmed: /server_info does not report it",
     ]
 
 
@@ -134,7 +135,8 @@ def test_config_lines_of_a_duplicate_variant() -> None:
     config = dataclasses.replace(ok_config(), duplicate=DUPLICATE)
     lines = config_lines(config)
     assert lines[0] == "effective configuration: as requested, but the same as another variant's"
-    assert lines[-2:] == [f"  WARNING: {DUPLICATE}", "  note: --config: cannot be confirmed: /server_info does not report it"]
+    assert lines[-2:] == [f"  WARNING: {DUPLICATE}",
+                          "  note: --config: cannot be confirmed: /server_info does not report it"]
 
 
 def test_verdict_line_counts_only_verified_flags() -> None:
