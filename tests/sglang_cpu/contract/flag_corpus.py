@@ -1,9 +1,10 @@
 """Every flag of a corpus through SGLang's own parser and resolution, and through the plugin's effective-configuration
 comparison, as JSON (run as a script where `sglang` imports; this folder is sys.path[0]).
 
-stdin `{"head": [arg, ...], "batches": [[{"flag": "--x", "args": [arg, ...]}, ...], ...]}`: each batch is one command
-line setting all its flags. stdout `{"results": {flag: Result}}`, a result being `{"exit": 0 | 1 | 2, "error":
-SGLang's last traceback line | null, "dest", "requested", "after", "status", "effective", "because", "logged"}`:
+stdin `{"head": [arg, ...], "batches": [[{"flag": "--x", "args": [arg, ...], "key": optional}, ...], ...]}`: each
+batch is one command line setting all its flags. stdout `{"results": {key (default: the flag): Result}}`, a result
+being `{"exit": 0 | 1 | 2, "error": SGLang's last traceback line | null, "dest", "requested", "after", "status",
+"effective", "because", "logged"}`:
 
 - SGLang: `prepare_server_args(head + args)` (its parser; `requested` is the record's field for the flag's dest as
   parsed), then `resolve_once()`; `after` is the same field in `resolved_dict()`, which `/server_info` serves.
@@ -76,7 +77,7 @@ def resolve_batch(head: list[str], cases: list[dict[str, Any]]) -> Result:
     for case in cases:
         dest = dests[case["flag"]]
         outcome = outcomes.get(dest)
-        flags[case["flag"]] = {
+        flags[case.get("key", case["flag"])] = {
             "dest": dest, "requested": before[dest], "after": info.get(dest),
             "status": "secret" if outcome is None else outcome.status.value,
             "effective": None if outcome is None else jsonable(outcome.effective),
@@ -96,7 +97,7 @@ def resolve_all(head: list[str], batches: list[list[dict[str, Any]]]) -> dict[st
             if outcome["exit"] == 0:
                 results.update({flag: {"exit": 0, "error": None, **found} for flag, found in outcome["flags"].items()})
             elif len(batch) == 1:
-                results[batch[0]["flag"]] = {"exit": outcome["exit"], "error": outcome["error"]}
+                results[batch[0].get("key", batch[0]["flag"])] = {"exit": outcome["exit"], "error": outcome["error"]}
             else:
                 halves += [batch[:len(batch) // 2], batch[len(batch) // 2:]]
         queue = halves

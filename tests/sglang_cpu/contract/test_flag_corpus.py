@@ -24,6 +24,11 @@ from pytest_sglang_perf.sglang_facts.rules import load_rules
 
 RunScript = Callable[..., Any]
 BATCH = 24
+SEED_MATRIX = (("--tp-size", ["--tp-size", "2"]), ("--speculative-algorithm", ["--speculative-algorithm", "NEXTN"]),
+               ("--speculative-num-steps", ["--speculative-num-steps", "3"]),
+               ("--speculative-eagle-topk", ["--speculative-eagle-topk", "1"]),
+               ("--speculative-num-draft-tokens", ["--speculative-num-draft-tokens", "4"]))
+"""The project's own matrix (pyproject.toml: Qwen3.6-27B, tp 2, 3-step MTP), as one command line (key `seed --x`)."""
 UNRESOLVABLE = {
     "--model-config-parser": "ValueError: Unknown model-config parser",
     "--quantize-and-serve": "ValueError: quantize_and_serve requires ModelOpt quantization",
@@ -122,11 +127,12 @@ def corpus(run_script: RunScript, tiny_model: Path, require: Callable[..., None]
     single = {flag for flag, (spec, _) in specs.items() if flag in UNRESOLVABLE or spec.dest in mapped}
     alone = [[{"flag": flag, "args": args}] for flag, args in cases.items() if flag in single]
     rest = [{"flag": flag, "args": args} for flag, args in cases.items() if flag not in single]
-    batches = [*alone, *(rest[i:i + BATCH] for i in range(0, len(rest), BATCH))]
+    seed = [{"key": f"seed {flag}", "flag": flag, "args": args} for flag, args in SEED_MATRIX]
+    batches = [*alone, *(rest[i:i + BATCH] for i in range(0, len(rest), BATCH)), seed]
     answer = run_script("flag_corpus.py", {"head": ["--model-path", str(tiny_model), "--device", "cpu"],
                                            "batches": batches}, env={"HF_HUB_OFFLINE": "1"}, timeout=600)
     results: dict[str, Mapping[str, Any]] = answer["results"]
-    assert set(results) == set(cases)
+    assert set(results) == {*cases, *(f"seed {flag}" for flag, _ in SEED_MATRIX)}
     return results
 
 
@@ -169,6 +175,12 @@ def test_a_change_sglang_explained_carries_its_reason(corpus: Mapping[str, Mappi
     unexplained = {flag: result["logged"] for flag, result in corpus.items()
                    if result.get("status") == "overridden" and result.get("logged") and not result.get("because")}
     assert unexplained == {}, "add the message to the rules' resolution_messages"
+
+
+def test_the_seed_matrix_is_judged_as_sglang_resolves_it(corpus: Mapping[str, Mapping[str, Any]]) -> None:
+    seed = {key: result for key, result in corpus.items() if key.startswith("seed ")}
+    assert {key: (result["exit"], result.get("status")) for key, result in seed.items()} == {
+        f"seed {flag}": (0, "ok") for flag, _ in SEED_MATRIX}  # NEXTN reported as EAGLE: the same algorithm
 
 
 def test_the_listed_exceptions_still_hold(corpus: Mapping[str, Mapping[str, Any]]) -> None:
