@@ -47,7 +47,7 @@ class SessionConditions:
         if run.name not in self._checked and not self._ignore:
             self._checked.add(run.name)
             precheck(self.limits, self._say, name=run.name, pids=[*pids, os.getpid()], gpus=gpus)
-        return ConditionsWatch(pids, gpus, failed=self._say)
+        return ConditionsWatch(pids, gpus, failed=self._say_once)
 
     def _server_gpus(self, run: VariantRun, pids: list[int]) -> tuple[Nvml, ServerGpus] | None:
         """The variant's server's GPUs, to be read through NVML; None for a remote server, a simulated one that
@@ -62,15 +62,16 @@ class SessionConditions:
             self._say_once(f"the GPUs' conditions are not recorded: NVML failed ({type(exc).__name__}: {exc})")
             return None
         if found is None:
-            self._live.detail(f"[{run.name}] the GPUs' conditions are not recorded: NVML lists no process of the "
-                              "server on any GPU (a CPU server, or its pids are in another pid namespace) and its "
-                              "CUDA_VISIBLE_DEVICES names none")
+            self._say_once(f"[{run.name}] the GPUs' conditions are not recorded: NVML lists no process of the server "
+                           "on any GPU (a CPU server, or its pids are in another pid namespace) and its "
+                           "CUDA_VISIBLE_DEVICES names none", say=self._live.detail)
         return None if found is None else (self._nvml, found)
 
-    def _say_once(self, message: str) -> None:
+    def _say_once(self, message: str, say: Callable[[str], None] | None = None) -> None:
+        """Say it the first time only (a broken NVML, a server on no GPU: not once per measurement)."""
         if message not in self._said:
             self._said.add(message)
-            self._say(message)
+            (say or self._say)(message)
 
     @cached_property
     def _nvml(self) -> Nvml | None:
