@@ -235,3 +235,15 @@ def test_an_idle_gpus_reasons_say_nothing_and_unknown_utilization_is_not_busy_be
     del no_utilization["utilization"]
     gpus(no_utilization)
     assert current_problems(ConditionLimits(), [], (nvml(), server), sample=lambda: 0) == []
+
+
+def test_a_failing_cells_conditions_lines_name_its_gpus() -> None:
+    from pytest_sglang_perf.gate.failing import conditions_lines
+
+    sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
+    shared = _gpu(foreign=(GpuProcess(77, None),))
+    result = Result("v", RequestParams("p", 100, 0.6, 0, 1, 0), "h", (sample,),
+                    {"output_throughput": Summary.of([100.0])}, 1.0, False, gpu=(shared,))
+    assert " ".join(" ".join(conditions_lines(result, None)).split()) == (  # wrapped at 120
+        "conditions: GPU 0 (NVIDIA H200): SM 1980/1980 MHz, memory 3201/3201 MHz, 60 °C max, 400/700 W; 1 other "
+        "process(es) (pid 77)")

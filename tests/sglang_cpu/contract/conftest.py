@@ -80,9 +80,9 @@ def run_script() -> RunScript:
     """Run a helper script of this folder with this interpreter: JSON payload in, JSON answer out."""
 
     def run(script: str, payload: Any, *, env: Mapping[str, str] | None = None,
-            timeout: float = SCRIPT_TIMEOUT) -> Any:
+            timeout: float = SCRIPT_TIMEOUT, cwd: Path = REPO) -> Any:
         done = subprocess.run([sys.executable, str(HERE / script)], input=json.dumps(payload), capture_output=True,
-                              text=True, timeout=timeout, env={**os.environ, **(env or {})}, cwd=REPO, check=False)
+                              text=True, timeout=timeout, env={**os.environ, **(env or {})}, cwd=cwd, check=False)
         assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-4000:]}"
         return json.loads(done.stdout)
 

@@ -57,7 +57,7 @@ UNRESOLVABLE = {
     "--enable-ssl-refresh": "ValueError: --enable-ssl-refresh requires --ssl-certfile and --ssl-keyfile",
     "--mamba-backend": "ValueError: FlashInfer mamba module not available",
     "--enable-deepseek-v4-fp4-indexer": "ValueError: --enable-deepseek-v4-fp4-indexer requires SM100, SM120, or gfx95",
-    "--speculative-draft-model-path": "ValueError: Unrecognized model in sglang-perf-corpus.",
+    "--speculative-draft-model-path": "OSError: We couldn't connect to 'https://huggingface.co'",
     "--ep-dispatch-algorithm": "ValueError: --ep-dispatch-algorithm static picks a different physical replica",
     "--enable-eplb": "AssertionError",
     "--elastic-ep-join-mode": "AssertionError: --elastic-ep-join-mode requires --elastic-ep-backend",
@@ -119,7 +119,8 @@ NEEDS_A_SERVER = {
 
 
 @pytest.fixture(scope="module")
-def corpus(run_script: RunScript, tiny_model: Path, require: Callable[..., None]) -> dict[str, Mapping[str, Any]]:
+def corpus(run_script: RunScript, tiny_model: Path, require: Callable[..., None],
+           tmp_path_factory: pytest.TempPathFactory) -> dict[str, Mapping[str, Any]]:
     require("transformers", "SGLang's argument resolution (it reads the model's config)")
     specs = {args[0]: (spec, args) for spec in load_flag_table().options if (args := corpus_args(spec))}
     cases = {flag: args for flag, (_, args) in specs.items()}
@@ -130,7 +131,8 @@ def corpus(run_script: RunScript, tiny_model: Path, require: Callable[..., None]
     seed = [{"key": f"seed {flag}", "flag": flag, "args": args} for flag, args in SEED_MATRIX]
     batches = [*alone, *(rest[i:i + BATCH] for i in range(0, len(rest), BATCH)), seed]
     answer = run_script("flag_corpus.py", {"head": ["--model-path", str(tiny_model), "--device", "cpu"],
-                                           "batches": batches}, env={"HF_HUB_OFFLINE": "1"}, timeout=600)
+                                           "batches": batches}, env={"HF_HUB_OFFLINE": "1"}, timeout=600,
+                        cwd=tmp_path_factory.mktemp("corpus-cwd"))  # some flags' values are folders SGLang creates
     results: dict[str, Mapping[str, Any]] = answer["results"]
     assert set(results) == {*cases, *(f"seed {flag}" for flag, _ in SEED_MATRIX)}
     return results
