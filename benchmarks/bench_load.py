@@ -1,5 +1,5 @@
-"""The measuring client under load, side by side: ours (and the same rounds through aiohttp), SGLang's own
-`bench_serving` client and the `openai` package.
+"""The measuring client under load, side by side: ours (and the same rounds parsing each read as it comes, and
+through aiohttp), SGLang's own `bench_serving` client and the `openai` package.
 
     tox -e sglang-cpu -- python benchmarks/bench_load.py        (5-7 minutes; bench_serving needs SGLang installed)
     python benchmarks/bench_load.py                              (ours and openai only, in the dev environment)
@@ -16,8 +16,12 @@ the true schedule:
   CPU us/tok  the client process's CPU time per token received (the server runs in another process)
   core        the client's CPU time / wall time over the round (1.0 = one core busy)
 
+For the plugin's reader a second table splits its CPU: while the streams are open (reading and stamping: what can
+delay a stamp) and after the round (parsing the answers it kept; wire.py's deferred reads), against the same reader
+parsing each read as it comes.
+
 and, with the server writing as fast as it can to N streams, how many tokens per second each client ingests. The
-floor row is the kernel's share alone: a bare epoll loop that reads and stamps, parsing nothing.
+bare-loop row is a Python epoll loop that reads and stamps, parsing nothing (uvloop's C read path can cost less).
 Targets (issue 14): error <= 0.5%, p99 delay <= 1 ms and TTFT overhead <= 0.3 ms at 64-256 streams, >= 64,000 tok/s
 per core at <= 50% of it; equal to or better than bench_serving on every row.
 """
@@ -31,7 +35,7 @@ import socket
 import statistics
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any
 
@@ -39,7 +43,7 @@ import orjson
 from served import pin, script, served
 
 from pytest_sglang_perf.measurement.client import ChatRequest
-from pytest_sglang_perf.measurement.rounds import Reader, run_rounds
+from pytest_sglang_perf.measurement.rounds import ReadCost, Reader, run_rounds
 
 ROWS = ((1, 100), (1, 1_000), (1, 20_000), (16, 1_000), (64, 1_000), (64, 250), (128, 500), (256, 250))
 """(streams, tok/s per stream): up to 64,000 tok/s in all, what the targets ask of one core."""
@@ -190,15 +194,20 @@ def _request(rate: float, tokens: int) -> ChatRequest:
                        spec_details=False, cache_details=False, timeout=300.0)
 
 
-def ours(url: str, streams: int, rate: float, tokens: int, rounds: int, reader: Reader = "wire") -> list[list[Stream]]:
-    """The plugin's concurrent rounds, as a measurement sends them (measurement/rounds.py)."""
-    found = run_rounds(url, [_request(rate, tokens)] * streams, count=rounds, warmup=0, reader=reader)
-    return [[Stream(r.sent_at, tuple(r.sent_at + t for t in r.chunk_times), r.text) for r in one] for one in found]
+class Ours:
+    """The plugin's concurrent rounds, as a measurement sends them (measurement/rounds.py), with one reader; `cost`
+    holds the last call's CPU split (ReadCost)."""
 
+    def __init__(self, reader: Reader) -> None:
+        self.reader: Reader = reader
+        self.cost = ReadCost()
 
-def ours_aiohttp(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
-    """The same rounds read through aiohttp's client, as the plugin did before its bare-connection reader."""
-    return ours(url, streams, rate, tokens, rounds, reader="aiohttp")
+    def __call__(self, url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
+        self.cost = ReadCost()
+        found = run_rounds(url, [_request(rate, tokens)] * streams, count=rounds, warmup=0, reader=self.reader,
+                           cost=self.cost)
+        return [[Stream(r.sent_at, tuple(r.sent_at + t for t in r.chunk_times), r.text) for r in one]
+                for one in found]
 
 
 def openai_package(url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
@@ -277,6 +286,9 @@ class Row:
     p99_delay_ms: float
     cpu_us_per_token: float
     core: float
+    split: tuple[float, float, float] | None = None
+    """The plugin's reader: (CPU us per token while the streams were open, core share then, CPU us per token
+    after the rounds)."""
 
 
 def _stamps(stream: Stream) -> tuple[float, list[float]]:
@@ -310,16 +322,24 @@ def measure(client: Client, url: str, streams: int, rate: float, tokens: int) ->
     found = client(url, streams, rate, tokens, ROUNDS + 1)
     cpu, wall = time.process_time() - cpu, perf_counter() - wall
     measured = [stream for one in found[1:] for stream in one]
-    return judge(measured, cpu, wall, sum(len(s.times) for one in found for s in one))
+    tokens_all = sum(len(s.times) for one in found for s in one)
+    row = judge(measured, cpu, wall, tokens_all)
+    if isinstance(client, Ours) and client.reader != "aiohttp":
+        cost = client.cost
+        row = replace(row, split=(cost.streaming / tokens_all * 1e6, cost.streaming / cost.seconds,
+                                  cost.parsing / tokens_all * 1e6))
+    return row
 
 
-def ingest(client: Client, url: str, streams: int, tokens: int) -> tuple[float, float]:
-    """(tokens per second received, client core share) with the server writing as fast as it can."""
+def ingest(client: Client, url: str, streams: int, tokens: int) -> tuple[float, float, float | None]:
+    """(tokens per second taken in, parsing included; client core share; for the plugin's reader, tokens per
+    second received while the streams were open) with the server writing as fast as it can."""
     cpu, wall = time.process_time(), perf_counter()
     found = client(url, streams, 0, tokens, 1)
     wall, cpu = perf_counter() - wall, time.process_time() - cpu
     total = sum(len(s.times) for s in found[0])
-    return total / wall, cpu / wall
+    received = total / client.cost.seconds if isinstance(client, Ours) and client.reader != "aiohttp" else None
+    return total / wall, cpu / wall, received
 
 
 # ---------------------------------------------------------------- the run
@@ -339,13 +359,23 @@ def _print_rows(url: str, clients: dict[str, Client | str]) -> None:
         sub += f" {'tput err':>8} {'TTFT+ms':>7} {'p99 ms':>7} {'us/tok':>7} {'core':>6} |"
     print(head)
     print(sub)
+    splits: list[str] = []
     for streams, rate in ROWS:
         tokens = min(MAX_TOKENS, int(rate * DECODE_SECONDS))
         line = f"{streams:>7} {rate:>6} |"
+        split = f"{streams:>7} {rate:>6} |"
         for client in clients.values():
-            line += " " + _cell(client if isinstance(client, str) else _attempt(client, url, streams, rate, tokens))
-            line += " |"
+            row = client if isinstance(client, str) else _attempt(client, url, streams, rate, tokens)
+            line += " " + _cell(row) + " |"
+            if isinstance(row, Row) and row.split is not None:
+                split += f" {row.split[0]:>9.1f} {row.split[1]:>6.0%} {row.split[2]:>9.1f} |"
         print(line, flush=True)
+        splits.append(split)
+    names = [name for name, client in clients.items() if isinstance(client, Ours) and client.reader != "aiohttp"]
+    print(f"\nthe plugin's reader, CPU while the streams are open and after the rounds\n{'streams':>7} {'tok/s':>6} |"
+          + "".join(f" {name:^27} |" for name in names))
+    print(f"{'':>7} {'':>6} |" + f" {'us/tok':>9} {'core':>6} {'after':>9} |" * len(names))
+    print("\n".join(splits), flush=True)
 
 
 def _attempt(client: Client, url: str, streams: int, rate: float, tokens: int) -> Row | str:
@@ -357,9 +387,10 @@ def _attempt(client: Client, url: str, streams: int, rate: float, tokens: int) -
         return f"failed: {type(exc).__name__}: {exc}"
 
 
-def floor(url: str, streams: int, rate: float, tokens: int) -> tuple[float, float, float]:
-    """The kernel's share: a bare epoll loop that recv()s and stamps each read and parses nothing (no client can
-    read a token per read for less). Returns (CPU us per token, core share, tokens per read)."""
+def bare_loop(url: str, streams: int, rate: float, tokens: int) -> tuple[float, float, float]:
+    """A bare Python epoll loop that reads into one buffer, copies each read into a bytes object (as uvloop does),
+    stamps it and parses nothing: the system calls' share and little else (uvloop's C read path can cost less).
+    Returns (CPU us per token, core share, tokens per read)."""
     host, port = url.removeprefix("http://").split(":")
     body = orjson.dumps({"model": f"rate:{rate:g}", "messages": [{"role": "user", "content": "bench"}],
                          "stream": True, "max_tokens": tokens})
@@ -367,6 +398,8 @@ def floor(url: str, streams: int, rate: float, tokens: int) -> tuple[float, floa
                f"Content-Length: {len(body)}\r\n\r\n").encode() + body
     sockets = [socket.create_connection((host, int(port))) for _ in range(streams)]
     poller, stamps, reads = select.epoll(), [], 0
+    buffer = bytearray(1 << 18)
+    view = memoryview(buffer)
     cpu, wall = time.process_time(), perf_counter()
     for sock in sockets:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -377,10 +410,11 @@ def floor(url: str, streams: int, rate: float, tokens: int) -> tuple[float, floa
     deadline = perf_counter() + 60 + tokens / rate
     while left:
         if perf_counter() > deadline:
-            raise TimeoutError(f"the floor row: {left} of {streams} streams unfinished after {deadline - wall:.0f} s")
+            raise TimeoutError(f"the bare loop: {left} of {streams} streams unfinished after {deadline - wall:.0f} s")
         for fd, _ in poller.poll(5.0):
-            data = by_fd[fd].recv(1 << 18)
+            size = by_fd[fd].recv_into(buffer)  # into one buffer, then a bytes of the read's size, as uvloop does
             stamps.append(perf_counter())
+            data = bytes(view[:size])
             reads += 1
             if not data or data.endswith(b"0\r\n\r\n"):
                 poller.unregister(fd)
@@ -392,46 +426,106 @@ def floor(url: str, streams: int, rate: float, tokens: int) -> tuple[float, floa
     return cpu / (streams * tokens) * 1e6, cpu / wall, streams * tokens / reads
 
 
-def _print_floor(url: str) -> None:
-    print("\nthe floor: a bare epoll loop, recv() and one perf_counter() per read, no parsing")
+def _print_bare_loop(url: str) -> None:
+    print("\na bare Python epoll loop: recv_into(), a bytes copy and one perf_counter() per read, no parsing")
     for streams, rate in ((64, 1_000), (256, 250)):
-        us, core, per_read = floor(url, streams, rate, int(rate * DECODE_SECONDS))
+        us, core, per_read = bare_loop(url, streams, rate, int(rate * DECODE_SECONDS))
         print(f"{streams:>4} streams x {rate:>5} tok/s: {us:5.1f} us/token, {core:4.0%} of a core, "
               f"{per_read:.2f} tokens per read", flush=True)
 
 
 def _print_ingest(url: str, clients: dict[str, Client | str]) -> None:
-    print(f"\n{'ingest, server at full speed':<30} |" + "".join(f" {name:^22} |" for name in clients))
+    print("\ningest, server at full speed: tokens/s taken in, parsing included (received while the streams were open)"
+          f"\n{'':<30} |" + "".join(f" {name:^34} |" for name in clients))
     for streams, tokens in FLOOD:
         line = f"{streams:>4} streams x {tokens:>7} tokens  |"
         for client in clients.values():
             if isinstance(client, str):
-                line += f" {'n/a':^22} |"
+                line += f" {'n/a':^34} |"
                 continue
             try:
-                rate, core = ingest(client, url, streams, tokens)
+                rate, core, received = ingest(client, url, streams, tokens)
             except Exception as exc:  # as in _attempt
-                line += f" {'failed: ' + type(exc).__name__:^22} |"
+                line += f" {'failed: ' + type(exc).__name__:^34} |"
                 continue
-            line += f" {rate:>10,.0f} tok/s {core:>5.0%} |"
+            line += f" {rate:>8,.0f} {core:>5.0%} " + (f"({received:>8,.0f})" if received else " " * 10) + " |"
         print(line, flush=True)
+
+
+class _NoTransport:
+    def write(self, data: bytes) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def get_extra_info(self, name: str) -> Any:
+        return None
+
+
+def read_path(defer: bool, tokens: int = 2_000) -> tuple[float, float]:
+    """The reader's own cost, no socket: `data_received` fed one SGLang 0.5.23 chat chunk per read (with a request
+    id and a model name of real length). Returns (us per read as the reads come, us per token after the
+    answer is in: the deferred parse)."""
+    from pytest_sglang_perf.measurement.wire import StreamProtocol
+
+    def chunk(text: str) -> bytes:
+        return _frame(b'data: {"id":"8a7f0c2e4b1d4f6e9a3c5b7d9e1f2a4c","object":"chat.completion.chunk","created":'
+                      b'1764410000,"model":"Qwen/Qwen3.6-27B","choices":[{"index":0,"delta":{"role":null,"content":'
+                      + orjson.dumps(text) + b',"reasoning_content":null,"tool_calls":null},"logprobs":null,'
+                      b'"finish_reason":null,"matched_stop":null}],"usage":null}\n\n')
+
+    reads = [chunk(f" w{k}") for k in range(tokens)]
+    end = _tail(tokens)
+
+    async def once() -> tuple[float, float]:
+        protocol = StreamProtocol()
+        protocol.connection_made(_NoTransport())  # type: ignore[arg-type]
+        protocol.send(b"", _request(0, tokens), "bench", defer=defer)
+        protocol.data_received(_HEAD)
+        started = perf_counter()
+        for data in reads:
+            protocol.data_received(data)
+        protocol.data_received(end)
+        arrived = perf_counter()
+        await protocol.ended
+        if len(protocol.outcome().chunk_times) != tokens:
+            raise RuntimeError("the reader lost a chunk")
+        return (arrived - started) / tokens * 1e6, (perf_counter() - arrived) / tokens * 1e6
+
+    async def best() -> tuple[float, float]:
+        return min([await once() for _ in range(25)])
+
+    result: tuple[float, float] = asyncio.run(best())
+    return result
+
+
+def _print_read_path() -> None:
+    print("the reader's own cost, no socket (one SGLang chunk per read, best of 25)")
+    for defer in (True, False):
+        hot, after = read_path(defer)
+        print(f"  {'deferred' if defer else 'live':>8}: {hot:4.1f} us per read as it comes, {after:4.1f} us per token "
+              "after the answer is in", flush=True)
+    print()
 
 
 def main() -> None:
     started = perf_counter()
     unavailable = _bench_serving_ready()
-    clients: dict[str, Client | str] = {"ours": ours, "ours via aiohttp": ours_aiohttp,
+    clients: dict[str, Client | str] = {"ours": Ours("wire"), "ours parsing live": Ours("wire-live"),
+                                        "ours via aiohttp": Ours("aiohttp"),
                                         "bench_serving": unavailable or bench_serving, "openai": openai_package}
     if unavailable:
         print(f"bench_serving: {unavailable}\n")
         clients["bench_serving"] = "not installed here (see above)"
     with served(__file__) as (pid, url):
         pin(1)
+        _print_read_path()
         print(f"pacing server {url} (pid {pid}), clients on another core; {ROUNDS} rounds after a warmup, "
               f"medians; {DECODE_SECONDS:g} s of decode per row (at most {MAX_TOKENS} tokens), server TTFT "
               f"{SERVER_TTFT * 1e3:g} ms\n")
         _print_rows(url, clients)
-        _print_floor(url)
+        _print_bare_loop(url)
         _print_ingest(url, clients)
     print(f"\n(done in {perf_counter() - started:.0f} s)")
 

@@ -10,7 +10,9 @@ token. The `/flush_cache` before a cold round goes through an aiohttp session (u
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 import aiohttp
@@ -29,16 +31,29 @@ from pytest_sglang_perf.measurement.client_load import ClientLoad
 from pytest_sglang_perf.measurement.loop_lag import LagMonitor
 from pytest_sglang_perf.measurement.wire import Endpoint, StreamProtocol
 
-Reader = Literal["wire", "aiohttp"]
-"""How a round reads its streams: the bare-connection reader (wire.py), or aiohttp's client (for comparison)."""
+Reader = Literal["wire", "wire-live", "aiohttp"]
+"""How a round reads its streams: the bare-connection reader (wire.py; answers kept as they come and parsed after
+the round, within DEFER_BUDGET), the same reader parsing each read as it comes, or aiohttp's client (the last two
+for benchmarks/bench_load.py's side-by-side columns)."""
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.cache_flush import CacheFlush
 
 
+@dataclass
+class ReadCost:
+    """The measuring process's CPU seconds over a call's rounds (the bare-connection reader only): while their
+    streams were open (reading and stamping, what can delay a stamp) and after (parsing the kept answers), and the
+    wall-clock seconds the streams were open."""
+
+    streaming: float = 0.0
+    parsing: float = 0.0
+    seconds: float = 0.0
+
+
 async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int, warmup: int,
                       api_key: str | None, flush: CacheFlush | None, loads: list[ClientLoad] | None,
-                      reader: Reader) -> list[list[StreamRecord]]:
+                      reader: Reader, cost: ReadCost | None) -> list[list[StreamRecord]]:
     rounds: list[list[StreamRecord]] = []
     bodies = [orjson.dumps(request.body()) for request in requests]
     timeout = max(request.timeout for request in requests)
@@ -52,8 +67,9 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
             for index in range(warmup + count):
                 if flush is not None:
                     await flush.run(session, base_url)
-                if reader == "wire":
-                    streams = await _wire_round(endpoint, pool, bodies, requests, timeout)
+                if reader != "aiohttp":
+                    streams = await _wire_round(endpoint, pool, bodies, requests, timeout, cost,
+                                                reader == "wire" and deferred(requests))
                 else:
                     streams = await _aiohttp_round(session, endpoint.url, bodies, requests)
                 if index >= warmup:
@@ -65,19 +81,42 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
     return rounds
 
 
+DEFER_BUDGET = 256 * 1024 * 1024
+"""Bytes a round's kept answers may take (wire.py's deferred reads): above it, reads are parsed as they come."""
+BYTES_PER_TOKEN = 1024
+"""A bound on a streamed chunk's size per token (SGLang 0.5.23's chat chunks are ~250-400 bytes, with the model's
+name and the request's id in each)."""
+
+
+def deferred(requests: Sequence[ChatRequest]) -> bool:
+    """Whether a round's answers are kept as they come and parsed after its last stream (within DEFER_BUDGET)."""
+    return sum(request.max_tokens for request in requests) * BYTES_PER_TOKEN <= DEFER_BUDGET
+
+
 async def _wire_round(endpoint: Endpoint, pool: list[StreamProtocol], bodies: Sequence[bytes],
-                      requests: Sequence[ChatRequest], timeout: float) -> list[StreamRecord]:
+                      requests: Sequence[ChatRequest], timeout: float, cost: ReadCost | None,
+                      defer: bool) -> list[StreamRecord]:
     """Every stream of one round on a kept-alive connection of its own (`pool`: opened before the round when it
-    has none, or the server closed it), then all sent at once. On a failure every connection is closed (the pool
-    emptied) and the first failure raised."""
+    has none, or the server closed it), then all sent at once; the answers are read once the last has ended (a
+    deferred answer is parsed only then, when no stream is left whose stamps its parsing could delay). On a
+    failure every connection is closed (the pool emptied) and the first failure raised."""
     try:
         await _connected(endpoint, pool, len(requests), timeout)
-        for protocol, body, request in zip(pool, bodies, requests, strict=False):  # no await: none closes now
-            protocol.send(endpoint.request(body), request, endpoint.url)
-        return await _all_done(pool[:len(requests)], requests, endpoint.url, timeout)
+        protocols = pool[:len(requests)]
+        started, wall = time.process_time(), time.perf_counter()
+        for protocol, body, request in zip(protocols, bodies, requests, strict=True):  # no await: none closes now
+            protocol.send(endpoint.request(body), request, endpoint.url, defer=defer)
+        await _all_ended(protocols, requests, endpoint.url, timeout)
+        streamed, wall = time.process_time(), time.perf_counter() - wall
+        records = [protocol.outcome() for protocol in protocols]
     except BaseException:
         _close(pool)
         raise
+    if cost is not None:
+        cost.streaming += streamed - started
+        cost.parsing += time.process_time() - streamed
+        cost.seconds += wall
+    return records
 
 
 async def _connected(endpoint: Endpoint, pool: list[StreamProtocol], streams: int, timeout: float) -> None:
@@ -101,11 +140,11 @@ def _close(pool: list[StreamProtocol]) -> None:
     pool.clear()
 
 
-async def _all_done(protocols: Sequence[StreamProtocol], requests: Sequence[ChatRequest], url: str,
-                    timeout: float) -> list[StreamRecord]:
+async def _all_ended(protocols: Sequence[StreamProtocol], requests: Sequence[ChatRequest], url: str,
+                     timeout: float) -> None:
     try:
         async with asyncio.timeout(timeout):
-            return list(await asyncio.gather(*(protocol.done for protocol in protocols)))
+            await asyncio.gather(*(protocol.ended for protocol in protocols))
     except TimeoutError:
         slowest = min(protocols, key=lambda p: p.chunks)
         raise timeout_failure(url, requests[0], slowest.chunks) from None
@@ -126,16 +165,18 @@ async def _aiohttp_round(session: aiohttp.ClientSession, url: str, bodies: Seque
 
 def run_rounds(base_url: str, requests: Sequence[ChatRequest], *, count: int, warmup: int,
                api_key: str | None = None, flush: CacheFlush | None = None,
-               loads: list[ClientLoad] | None = None, reader: Reader = "wire") -> list[list[StreamRecord]]:
+               loads: list[ClientLoad] | None = None, reader: Reader = "wire",
+               cost: ReadCost | None = None) -> list[list[StreamRecord]]:
     """Send `warmup` + `count` rounds; in each, every request of `requests` at once (one connection per stream).
     Return the last `count` rounds' records. With `flush`, POST /flush_cache (untimed) before each round.
     Raises RequestFailed on the first bad request of a round (its other streams are cancelled). With `loads`, the
-    client's own condition over the whole call (loop_lag.py) is appended to it."""
+    client's own condition over the whole call (loop_lag.py) is appended to it; with `cost`, the CPU the rounds
+    took while streaming and after (ReadCost) is added to it."""
     if count < 1 or warmup < 0 or not requests:
         raise ValueError(f"run_rounds needs count >= 1, warmup >= 0 and a request, got count={count} "
                          f"warmup={warmup} requests={len(requests)}")
     _enough_files(len(requests))
-    return run_sync(lambda: _run_rounds(base_url, requests, count, warmup, api_key, flush, loads, reader))
+    return run_sync(lambda: _run_rounds(base_url, requests, count, warmup, api_key, flush, loads, reader, cost))
 
 
 _SPARE_FILES = 64

@@ -8,6 +8,15 @@ stream reader, async iterator or task wake-up per read: measured side by side (d
 reader's TTFT overhead is about half of aiohttp's, and it falls behind later at 128-256 streams. It speaks only what
 SGLang's server answers: a status line and headers, then a chunked (or Content-Length, or read-until-close) body.
 
+**Deferred reads.** Parsing is most of a read's cost, and while N streams run, one stream's parsing delays the
+stamps of the others' chunks. So a request sent with `defer=True` parses only its status line and headers as they
+come; once they say a 200 chunked event stream, each later read is only stamped and kept (0.5 µs instead of ~7 µs
+for an SGLang chunk), and the answer counts as arrived when its body ends as a chunked body does (a chunk's CRLF,
+the zero-size chunk, an empty trailer; SGLang's events never hold a CR). `outcome()` then feeds the kept reads, with
+their stamps, through the same parser in the same order, so a deferred answer reads exactly as a live one.
+rounds.py defers when a round's answers fit its memory budget, and calls `outcome()` once the round's last stream
+has ended (docs/client-measurement.md, "Deferred reads").
+
 Each stream gets a connection of its own, opened before its first request (untimed) and kept alive for the next
 ones; the request is one pre-built write. A stream that fails raises the same `RequestFailed` reasons as the aiohttp
 reader.
@@ -17,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+from array import array
 from collections.abc import Callable
 from time import perf_counter
 from typing import cast
@@ -36,6 +46,10 @@ from pytest_sglang_perf.measurement.client import (
 )
 
 _MAX_HEAD = 65536
+_TERMINATOR = b"\r\n0\r\n\r\n"
+"""How a chunked body ends: the last chunk's CRLF, then the zero-size chunk and the empty trailer."""
+_EMPTY_BODY = _TERMINATOR[2:]
+"""A chunked body with no chunk: the zero-size chunk right after the headers."""
 
 
 class Endpoint:
@@ -73,16 +87,26 @@ class Endpoint:
 
 
 class StreamProtocol(asyncio.Protocol):
-    """One kept-alive connection: `send()` a request, await `done`, send the next on it while it stays `open`."""
+    """One kept-alive connection: `send()` a request, await `ended`, take its `outcome()`, send the next on it while
+    it stays `open`."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self.open = False
-        self._reset(ChatRequest("", "", 1, 0.0, 0), "")
+        self._reset(ChatRequest("", "", 1, 0.0, 0), "", defer=False)
 
-    def _reset(self, chat: ChatRequest, url: str) -> None:
+    def _reset(self, chat: ChatRequest, url: str, *, defer: bool) -> None:
         """A new request on this connection: nothing of the last one's answer is kept."""
-        self.done: asyncio.Future[StreamRecord] = asyncio.get_running_loop().create_future()
+        self.ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        """Done when the answer is all in (or failed as it came: then it holds the RequestFailed)."""
+        self._outcome: StreamRecord | RequestFailed | None = None
+        self._defer = defer
+        self._kept: bytearray | None = None
+        """Deferred: the body's bytes not parsed yet, the reads one after another (each read's end in `_ends`, its
+        stamp in `_stamps`: no object kept per read, and a read's own buffer is freed at once, so even a flood of
+        large reads reuses memory instead of mapping new pages); None while reads are parsed as they come."""
+        self._ends = array("q")
+        self._stamps = array("d")
         self._acc = StreamAccumulator()
         self._chat, self._url = chat, url
         self._t0 = 0.0
@@ -108,19 +132,47 @@ class StreamProtocol(asyncio.Protocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
 
-    def send(self, request: bytes, chat: ChatRequest, url: str) -> float:
-        """Write the request; returns its send time (`perf_counter()`), the zero of its chunk times."""
+    def send(self, request: bytes, chat: ChatRequest, url: str, *, defer: bool = False) -> float:
+        """Write the request; returns its send time (`perf_counter()`), the zero of its chunk times. With `defer`,
+        an event stream's body is kept as it comes and parsed by `outcome()`."""
         assert self.transport is not None and self.open, "send() needs an open connection"
-        self._reset(chat, url)
+        self._reset(chat, url, defer=defer)
         self._t0 = perf_counter()
         self.transport.write(request)
         return self._t0
 
     def data_received(self, data: bytes) -> None:
         t = perf_counter() - self._t0
-        if self.done.done():
-            return
-        self._guarded(self._feed, data, t)
+        if self._kept is not None:
+            self._keep(data, t)
+        elif self._outcome is None:
+            self._guarded(self._feed, data, t)
+
+    def _keep(self, data: bytes, t: float) -> None:
+        """A deferred answer's read: stamp and keep, nothing else; arrived when its body ends a chunked body."""
+        kept = self._kept
+        assert kept is not None
+        kept += data
+        self._ends.append(len(kept))
+        self._stamps.append(t)
+        if kept.endswith(_TERMINATOR) or kept == _EMPTY_BODY:
+            self._arrived()
+
+    def outcome(self) -> StreamRecord:
+        """The answer's record, once `ended` is done: parses what a deferred answer kept. Raises its RequestFailed."""
+        self._catch_up()
+        outcome = self._outcome
+        if outcome is None:  # a terminator inside a chunk's data: never in SGLang's answers
+            raise RequestFailed(f"the answer from POST {self._url} seemed to end (its last read ended as the chunked "
+                                "terminator does) but its chunks did not: an event held a CR LF?")
+        if isinstance(outcome, RequestFailed):
+            raise outcome
+        return outcome
+
+    async def finished(self) -> StreamRecord:
+        """Await `ended`, then the outcome."""
+        await self.ended
+        return self.outcome()
 
     def eof_received(self) -> bool:
         """The server closed its side: no request is sent on this connection again."""
@@ -129,7 +181,10 @@ class StreamProtocol(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.open = False
-        if self.done.done() or not self._url:
+        if self._kept is not None and self.ended.done():
+            return  # a deferred answer that arrived whole: outcome() parses it
+        self._catch_up()
+        if self._outcome is not None or not self._url:
             return
         if self._head is not None and not self._chunked and self._remaining is None:
             self._guarded(lambda _d, t: self._end(t), b"", perf_counter() - self._t0)  # a body that runs until close
@@ -149,8 +204,28 @@ class StreamProtocol(asyncio.Protocol):
 
     @property
     def chunks(self) -> int:
-        """Content chunks received so far."""
+        """Content chunks received so far (a deferred answer's kept reads are parsed first)."""
+        self._catch_up()
         return len(self._acc.times)
+
+    def _arrived(self) -> None:
+        if not self.ended.done():
+            self.ended.set_result(None)
+
+    def _catch_up(self) -> None:
+        """Parse a deferred answer's kept reads, in order, each with its own stamp; from now on reads are parsed as
+        they come (a connection lost mid-answer, a timeout's count of chunks, outcome())."""
+        kept, self._kept = self._kept, None
+        if kept is None:
+            return
+        start = 0
+        with memoryview(kept) as view:
+            for end, t in zip(self._ends, self._stamps, strict=True):
+                if self._outcome is not None:
+                    break
+                self._guarded(self._feed, bytes(view[start:end]), t)
+                start = end
+        self._ends, self._stamps = array("q"), array("d")
 
     def close(self) -> None:
         self.open = False
@@ -173,15 +248,20 @@ class StreamProtocol(asyncio.Protocol):
             if self._remaining == 0:  # Content-Length: 0, an empty answer (a 401 without a body)
                 self._end(t)
                 return
+            if self._defer and self._chunked and self._streaming:
+                self._kept = bytearray()
+                if pos < len(buf):
+                    self._keep(buf[pos:], t)
+                return
         if not self._chunked:
-            while pos < len(buf) and not self.done.done():
+            while pos < len(buf) and self._outcome is None:
                 pos = self._plain(buf, pos, t)
             return
         pieces: list[bytes] = []  # the read's chunk data, handed on at once: one SSE split per read
         last = self._unchunk(buf, pos, pieces)
         if pieces:
             self._body(b"".join(pieces), t)
-        if last and not self.done.done():
+        if last and self._outcome is None:
             self._end(t)
 
     def _unchunk(self, buf: bytes, pos: int, pieces: list[bytes]) -> bool:
@@ -286,9 +366,12 @@ class StreamProtocol(asyncio.Protocol):
         self._finish(self._acc.record(self._chat, self._t0))
 
     def _finish(self, outcome: StreamRecord | RequestFailed) -> None:
-        if self.done.done():
+        if self._outcome is not None:
+            return
+        self._outcome = outcome
+        if self.ended.done():
             return
         if isinstance(outcome, RequestFailed):
-            self.done.set_exception(outcome)
+            self.ended.set_exception(outcome)
         else:
-            self.done.set_result(outcome)
+            self.ended.set_result(None)

@@ -1,5 +1,5 @@
 """The bare-connection reader (measurement/wire.py): an SGLang-like answer, split at any byte, gives the same record
-as whole; every bad answer gives the one-stream client's reason."""
+as whole, parsed as it comes or deferred; every bad answer gives the one-stream client's reason."""
 
 from __future__ import annotations
 
@@ -47,34 +47,85 @@ def _answer() -> bytes:
     return HEAD + _chunked(deltas[0], deltas[1] + deltas[2], usage, b"data: [DONE]\n\n")
 
 
-async def _read(pieces: list[bytes], *, lose: bool = False) -> StreamRecord:
+async def _read(pieces: list[bytes], *, lose: bool = False, defer: bool = False) -> StreamRecord:
     protocol = StreamProtocol()
     protocol.connection_made(_Transport())  # type: ignore[arg-type]
-    protocol.send(b"request", CHAT, URL)
+    protocol.send(b"request", CHAT, URL, defer=defer)
     for piece in pieces:
         protocol.data_received(piece)
     if lose:
         protocol.connection_lost(None)
-    return await protocol.done
+    async with asyncio.timeout(1):  # an answer whose end is missed would wait for ever
+        return await protocol.finished()
 
 
 def _pieces(data: bytes, cut: int) -> list[bytes]:
     return [data[i:i + cut] for i in range(0, len(data), cut)]
 
 
+@pytest.mark.parametrize("defer", [False, True], ids=["live", "deferred"])
 @pytest.mark.parametrize("cut", [1, 2, 3, 7, 64, 10_000])
-def test_any_split_of_the_answer_reads_the_same(cut: int) -> None:
-    record = asyncio.run(_read(_pieces(_answer(), cut)))
+def test_any_split_of_the_answer_reads_the_same(cut: int, defer: bool) -> None:
+    record = asyncio.run(_read(_pieces(_answer(), cut), defer=defer))
     assert record.text == "abc" and record.sample.completion_tokens == 3 and record.sample.chunks == 3
     assert record.finish_reason is None and record.sample.cached_tokens == 0
 
 
-def test_an_error_status_says_sglangs_message() -> None:
+async def _stamped(pieces: list[bytes], defer: bool) -> tuple[tuple[float, ...], bool]:
+    """The chunk times of an answer read a piece at a time, a little apart; and whether the answer had ended before
+    its last piece came (a live parse ends at the zero-size chunk's line, before the last CRLF)."""
+    protocol = StreamProtocol()
+    protocol.connection_made(_Transport())  # type: ignore[arg-type]
+    protocol.send(b"request", CHAT, URL, defer=defer)
+    early = False
+    for piece in pieces:
+        early = early or protocol.ended.done()
+        protocol.data_received(piece)
+        await asyncio.sleep(0.001)
+    return (await protocol.finished()).chunk_times, early
+
+
+@pytest.mark.parametrize("cut", [7, 40])
+def test_a_deferred_answer_keeps_each_chunks_own_arrival_time(cut: int) -> None:
+    pieces = _pieces(_answer(), cut)
+    live, _ = asyncio.run(_stamped(pieces, defer=False))
+    kept, kept_early = asyncio.run(_stamped(pieces, defer=True))
+    assert not kept_early
+    assert len(kept) == len(live) == 3 and kept[0] < kept[1] < kept[2]  # stamped as they came, not when parsed
+    assert all(abs(a - b) < 0.05 for a, b in zip(kept, live, strict=True))
+
+
+def test_a_deferred_empty_stream_ends_at_its_terminator() -> None:
+    with pytest.raises(RequestFailed, match=r"ended without data: \[DONE\] after 0 content chunks"):
+        asyncio.run(_read([HEAD, b"0\r\n", b"\r\n"], defer=True))
+
+
+async def _lost_before_the_end(cut: int) -> tuple[bool, str]:
+    protocol = StreamProtocol()
+    protocol.connection_made(_Transport())  # type: ignore[arg-type]
+    protocol.send(b"request", CHAT, URL, defer=True)
+    protocol.data_received(_answer()[:cut])
+    waiting = not protocol.ended.done()
+    protocol.connection_lost(None)
+    try:
+        await protocol.finished()
+    except RequestFailed as failed:
+        return waiting, str(failed)
+    return waiting, ""
+
+
+def test_a_deferred_stream_cut_short_counts_what_came() -> None:
+    waiting, reason = asyncio.run(_lost_before_the_end(len(HEAD) + 120))
+    assert waiting and "broke after 1 content chunks" in reason
+
+
+@pytest.mark.parametrize("defer", [False, True], ids=["live", "deferred"])
+def test_an_error_status_says_sglangs_message(defer: bool) -> None:
     body = orjson.dumps({"object": "error", "message": "The model `x` does not exist."})
     answer = b"HTTP/1.1 404 Not Found\r\ncontent-type: application/json\r\ncontent-length: %d\r\n\r\n%s" % (
         len(body), body)
     with pytest.raises(RequestFailed, match=r"HTTP 404 from POST .*: The model `x` does not exist\..*without /v1"):
-        asyncio.run(_read(_pieces(answer, 5)))
+        asyncio.run(_read(_pieces(answer, 5), defer=defer))
 
 
 def test_a_stream_cut_short_is_a_broken_connection() -> None:
@@ -113,10 +164,11 @@ def test_an_empty_answer_ends_at_once_with_its_status_hint() -> None:
         asyncio.run(_read([answer]))
 
 
+@pytest.mark.parametrize("defer", [False, True], ids=["live", "deferred"])
 @pytest.mark.parametrize("bad", [b"zz\r\n", b"5\r\ndata: 1\r\n"])
-def test_a_malformed_answer_fails_the_request_not_the_loop(bad: bytes) -> None:
+def test_a_malformed_answer_fails_the_request_not_the_loop(bad: bytes, defer: bool) -> None:
     with pytest.raises(RequestFailed, match="unreadable answer from POST"):
-        asyncio.run(_read([HEAD + bad + b"0\r\n\r\n"]))
+        asyncio.run(_read([HEAD + bad + b"0\r\n\r\n"], defer=defer))
 
 
 async def _closing_answer() -> tuple[bool, StreamRecord]:
@@ -124,7 +176,7 @@ async def _closing_answer() -> tuple[bool, StreamRecord]:
     protocol.connection_made(_Transport())  # type: ignore[arg-type]
     protocol.send(b"request", CHAT, URL)
     protocol.data_received(_answer().replace(b"chunked\r\n", b"chunked\r\nConnection: close\r\n", 1))
-    return protocol.open, await protocol.done
+    return protocol.open, await protocol.finished()
 
 
 def test_connection_close_is_not_reused() -> None:
@@ -174,8 +226,8 @@ async def _round_trips(server_closes: bool) -> tuple[list[str], int]:
     pool: list[StreamProtocol] = []
     for _ in range(2):
         await _connected(endpoint, pool, 1, 5.0)
-        pool[0].send(endpoint.request(b"{}"), CHAT, endpoint.url)
-        texts.append((await pool[0].done).text)
+        pool[0].send(endpoint.request(b"{}"), CHAT, endpoint.url, defer=True)
+        texts.append((await pool[0].finished()).text)
     pool[0].close()
     for _ in range(100):  # the handler sees the close and closes its side
         await asyncio.sleep(0.01)
@@ -190,3 +242,12 @@ async def _round_trips(server_closes: bool) -> tuple[list[str], int]:
 def test_a_kept_alive_connection_is_reused_unless_the_server_closes_it(server_closes: bool, connections: int) -> None:
     texts, opened = asyncio.run(_round_trips(server_closes))
     assert texts == ["abc", "abc"] and opened == connections
+
+
+def test_a_round_defers_only_within_its_memory_budget() -> None:
+    from pytest_sglang_perf.measurement.rounds import BYTES_PER_TOKEN, DEFER_BUDGET, deferred
+
+    request = ChatRequest(model="m", prompt="p", max_tokens=512, temperature=0.0, seed=0)
+    fits = DEFER_BUDGET // (512 * BYTES_PER_TOKEN)
+    assert deferred([request] * 256) and deferred([request] * fits)
+    assert not deferred([request] * (fits + 1))
