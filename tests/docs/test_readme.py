@@ -54,6 +54,7 @@ def quick_start(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> p
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_quick_start_runs_as_written_on_the_simulator(quick_start: pytest.Pytester) -> None:
     _, simulated, update = _quick_start_commands()
     assert simulated == ["tests/perf", "--sglang-simulate"] and update[-1] == "--sglang-update-baselines"

@@ -21,6 +21,7 @@ def _baseline_files(pytester: pytest.Pytester) -> list[str]:
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_baseline_cycle(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, {"default": [], "capped": ["--max-running-requests", "8"]})
     pytester.makepyfile(test_perf=TEST_FILE)

@@ -108,7 +108,10 @@ def test_a_default_run_leaves_pytest_benchmark_silent(pytester: pytest.Pytester)
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_saved_runs_compare_and_render(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("PYTEST_XDIST_WORKER", "PYTEST_XDIST_WORKER_COUNT", "PYTEST_XDIST_TESTRUNUID"):
+        monkeypatch.delenv(name, raising=False)  # under xdist, pytest-benchmark would take the inner run for a worker
     _project(pytester)
     storage = f"file://{pytester.path / 'store'}"
     first = pytester.runpytest_subprocess(

@@ -49,6 +49,7 @@ def test_a_sample_that_arrived_in_one_read_is_kept_counted_and_shown(pytester: p
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_a_metric_the_run_cannot_measure_is_reported_not_dropped(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, request=REQUEST, sim=FAST_SIM, extra=LOOSE)
     pytester.makepyfile(test_p=TEST)

@@ -50,6 +50,7 @@ def _properties(junit: Path) -> dict[str, dict[str, str]]:
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_job_summary_markdown_junit_and_machine(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, {"default": []}, request=STEADY, extra=LOOSE)
     pytester.makepyfile(test_perf=TEST_FILE)

@@ -81,6 +81,7 @@ def test_each_level_is_a_cell_and_the_batch_raises_aggregate_throughput(swept: p
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_a_regressed_level_fails_the_test_by_its_cell_name(swept: pytest.Pytester,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(swept, {"default": ["--max-running-requests", "8"]}, request=REQUEST, sim=SIM,

@@ -58,6 +58,8 @@ def _flat(result: pytest.RunResult) -> str:
     return re.sub(r" sglang-perf: +(?=[a-z])", " ", " ".join(result.stdout.str().split()))
 
 
+@pytest.mark.slow  # three runs beside spinning processes, ~15 s; readings and verdicts: unit tests, fast suite
+@pytest.mark.calm
 @LINUX
 def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: pytest.Pytester,
                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
@@ -91,6 +93,7 @@ def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: py
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 @LINUX
 def test_a_baseline_measured_on_a_busy_host_is_refused(checked: pytest.Pytester) -> None:
     with busy_host():

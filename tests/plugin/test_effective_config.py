@@ -235,6 +235,7 @@ def test_a_graph_the_server_did_not_capture_is_not_reported_as_running(pytester:
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_slower_graph_capture_fails_the_boot_time_check(pytester: pytest.Pytester) -> None:
     """Baseline capture 1 s; 3 s fails graph_capture_seconds (default tolerance 50%); 1 s again passes."""
     loose = "\n".join(f'{m} = "90%"' for m in ("output_throughput", "decode_throughput", "ttft", "tpot"))
@@ -294,6 +295,7 @@ def test_api_key_stays_out_of_every_output_while_flags_are_verified(pytester: py
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_regression_report_shows_the_servers_effective_configuration(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A 30% slower server: its failure report says what the server ran and what its boot cost."""

@@ -62,6 +62,7 @@ def _flat(result: pytest.RunResult) -> str:
 
 
 @pytest.mark.slow  # three pytest runs, ~20 s; the unit tests (tests/unit/test_gpu_conditions.py) are in the fast lane
+@pytest.mark.calm
 def test_another_process_on_the_servers_gpu_is_said_and_makes_a_regression_inconclusive(
         gpu_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     # recorded whatever the host's load (not this test's subject); the conditions are kept all the same

@@ -110,6 +110,7 @@ LOOSE_BUT_EFFICIENCY = LOOSE + 'bandwidth_efficiency = "5%"\n'
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_the_optional_efficiency_gate_fails_a_decode_that_drops_below_its_share(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, {"default": []}, extra=LOOSE_BUT_EFFICIENCY)

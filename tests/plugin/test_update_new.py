@@ -37,6 +37,7 @@ def _age(path: Path, test_id: str, variant: str, recorded_at: str) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_update_new_adds_only_missing_cells_and_counts(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": []}, extra='baseline_max_age = "30d"\n' + LOOSE)
     pytester.makepyfile(test_perf=TEST_FILE)

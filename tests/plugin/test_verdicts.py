@@ -134,6 +134,7 @@ def test_require_baselines_fails_a_new_cell(pytester: pytest.Pytester) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_a_regression_that_does_not_hold_is_inconclusive(recorded: pytest.Pytester,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
     """The three measured requests (after one warmup) run 1.5x slower, the re-measure runs normally: a transient
@@ -161,6 +162,7 @@ def test_a_regression_that_does_not_hold_is_inconclusive(recorded: pytest.Pytest
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_the_adaptive_plan_measures_until_decided(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A clear regression is decided in the first round; a noisy server needs more requests, never more than the
     maximum."""
@@ -222,6 +224,7 @@ def test_a_failed_extra_boot_records_nothing_and_fails_the_run(pytester: pytest.
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_the_ab_section_and_the_compare_command(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
     path = write_project(pytester, {"default": [], "slow": ["--max-running-requests", "8"]}, request=STEADY)

@@ -43,6 +43,7 @@ def _run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_workers_claim_disjoint_gpus_and_boot_each_variant_once(pytester: pytest.Pytester,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     _four_gpu_host(pytester, monkeypatch)
@@ -112,6 +113,7 @@ def test_too_few_visible_gpus_fail_the_boot_with_the_cause(pytester: pytest.Pyte
 
 
 @pytest.mark.slow
+@pytest.mark.calm
 def test_dist_each_is_refused_and_other_modes_keep_a_variant_on_one_worker(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"a": [], "b": ["--chunked-prefill-size", "4096"]}, extra=LOOSE)
     pytester.makepyfile(test_perf=TESTS.replace("time.sleep(1.0)", "pass"),

@@ -2,12 +2,12 @@
 [tool.sglang_perf] matrix and a test file, run with pytest.
 
 A real boot of the tiny model takes 17-30 s on 2 cores, so the whole file boots four servers (plus one that
-exits in seconds; ~2 min in all) in three pytest runs of one project:
+exits in seconds) in three pytest runs of one project:
   run 1 (plain):               default and capped serve; old_flag (an unknown flag) fails the pre-flight and
-                               starts nothing; bad_algo (a flag value SGLang rejects at resolution) exits in seconds
-  run 2 (update baselines):    default only
-  run 3 (plain):               default only, now gated on the recorded baseline
-  run 4 (a sweep):             capped only, test_load.py: one stream, then "max" (its cap of 4) streams at once
+                               starts nothing; bad_algo (a flag value SGLang rejects at resolution) exits in seconds;
+                               then `sglang-perf baseline accept` keeps its results as the project's baselines
+  run 2 (plain):               default only, now gated on those baselines
+  run 3 (a sweep):             capped only, test_load.py: one stream, then "max" (its cap of 4) streams at once
 Each test below reads what one of these runs left behind: its output, the results file, the server logs, and
 what the test file inside recorded about the server's process tree.
 """
@@ -265,12 +265,16 @@ def first_run(project: Project) -> Run:
 
 
 @pytest.fixture(scope="module")
-def baseline_runs(first_run: Run) -> tuple[Run, Run]:
-    record = run_pytest(first_run.project, "record", "test_perf.py", "--sglang-update-baselines", "--sglang-variants",
-                        "default")
+def baseline_runs(first_run: Run) -> tuple[subprocess.CompletedProcess[str], Run]:
+    """The first run's results accepted as the project's baselines (`sglang-perf baseline accept`: a user keeping a
+    run they trust, without measuring it again), then a plain run that gates on them. (`--sglang-update-baselines`
+    writes baselines through the same code; the simulator's tests run it.)"""
+    accept = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.cli", "baseline", "accept", "--dir",
+                             "baselines", "--new-environment", "results-first.json"], cwd=first_run.project.path,
+                            capture_output=True, text=True, timeout=120)
     gated = run_pytest(first_run.project, "gated", "test_perf.py", "--sglang-variants", "default",
                        "--sglang-markdown=report-gated.md", "--junitxml=junit-gated.xml")
-    return record, gated
+    return accept, gated
 
 
 @pytest.fixture(scope="module")
@@ -481,14 +485,16 @@ def test_server_exiting_at_boot_fails_its_variant_fast(first_run: Run) -> None:
     assert seconds["test_perf.py::test_openai_client[bad_algo]"] < 2
 
 
-def test_no_sglang_process_survives_teardown(first_run: Run, baseline_runs: tuple[Run, Run]) -> None:
+def test_no_sglang_process_survives_teardown(first_run: Run,
+                                            baseline_runs: tuple[subprocess.CompletedProcess[str], Run]) -> None:
     """Each server tree had an sglang::scheduler and an sglang::detokenizer in the server's session; after every
     run no process of any launched server's session is left, nor any process the test file saw in a tree."""
     for entries in _servers(first_run).values():
         titles = {p["cmdline"] for p in entries[0]["tree"] if p["sid"] == entries[0]["pid"]}
         assert {"sglang::scheduler", "sglang::detokenizer"} <= titles, titles
-    assert len(first_run.sessions) == 3 and all(len(run.sessions) == 1 for run in baseline_runs)
-    for run in (first_run, *baseline_runs):
+    _, gated = baseline_runs
+    assert len(first_run.sessions) == 3 and len(gated.sessions) == 1
+    for run in (first_run, gated):
         assert run.leftovers == (), (run.name, run.leftovers)
     for entry in first_run.project.records("server"):
         for proc in entry["tree"]:
@@ -504,16 +510,17 @@ def _same_process_alive(pid: int, created: float) -> bool:
         return False
 
 
-def test_baseline_cycle_new_then_recorded_then_passing(first_run: Run, baseline_runs: tuple[Run, Run]) -> None:
-    """Run 1 wrote no baseline (cells `new`); --sglang-update-baselines records real samples; the next plain
+def test_baseline_cycle_new_then_recorded_then_passing(
+        first_run: Run, baseline_runs: tuple[subprocess.CompletedProcess[str], Run]) -> None:
+    """Run 1 wrote no baseline (cells `new`); accepting its results file records its real samples; the next plain
     run gates on them and passes."""
-    record, gated = baseline_runs
+    accept, gated = baseline_runs
     first_run.result.stdout.fnmatch_lines(["*test_perf.py::test_red_black_tree*output_throughput*new"])
-    record.result.assert_outcomes(passed=2)
+    assert accept.returncode == 0, accept.stdout + accept.stderr
     [baseline_file] = (first_run.project.path / "baselines").glob("*.json")
     assert baseline_file.name == "cpu__tiny-llama.json"
     cells = json.loads(baseline_file.read_text())["entries"]["test_perf.py::test_red_black_tree"]
-    assert set(cells) == {"default"}
+    assert set(cells) == {"default", "capped"}  # the variants that were measured; the two that errored are not
     assert len(cells["default"]["samples"]) == 3
     assert cells["default"]["args"][:2] == ["--device", "cpu"]
     gated.result.assert_outcomes(passed=2)
@@ -527,7 +534,7 @@ def test_baseline_cycle_new_then_recorded_then_passing(first_run: Run, baseline_
 
 
 def test_a_real_runs_results_leave_the_terminal_and_are_accepted_as_baselines(
-        first_run: Run, baseline_runs: tuple[Run, Run]) -> None:
+        first_run: Run, baseline_runs: tuple[subprocess.CompletedProcess[str], Run]) -> None:
     """The gated run's Markdown report, junit.xml properties and results file carry real numbers labelled as
     measured here; `sglang-perf baseline accept` turns its results file into entries that validate, with the same
     identity as the recorded baseline (a later run would gate on them, not find them stale)."""
