@@ -57,6 +57,7 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
     rounds: list[list[StreamRecord]] = []
     bodies = [orjson.dumps(request.body()) for request in requests]
     timeout = max(request.timeout for request in requests)
+    defer = reader == "wire" and deferred(requests)
     async with LagMonitor() as monitor, aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0),  # never the client's limit: every stream of a round at once
             timeout=aiohttp.ClientTimeout(total=timeout), headers=request_headers(api_key),
@@ -68,8 +69,7 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
                 if flush is not None:
                     await flush.run(session, base_url)
                 if reader != "aiohttp":
-                    streams = await _wire_round(endpoint, pool, bodies, requests, timeout, cost,
-                                                reader == "wire" and deferred(requests))
+                    streams = await _wire_round(endpoint, pool, bodies, requests, timeout, cost, defer)
                 else:
                     streams = await _aiohttp_round(session, endpoint.url, bodies, requests)
                 if index >= warmup:

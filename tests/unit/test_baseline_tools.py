@@ -169,12 +169,12 @@ def test_validate_catches_a_tampered_median_and_warns_about_an_old_entry(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     folder = _project(tmp_path)
     monkeypatch.chdir(tmp_path)
-    path = BaselineStore(folder, KEY).write([make_entry(A, recorded_at=_ago(1)),
-                                             make_entry(B, recorded_at=_ago(40))], {})
+    old = _ago(40)  # once: a second call may fall in the next second on a busy machine
+    path = BaselineStore(folder, KEY).write([make_entry(A, recorded_at=_ago(1)), make_entry(B, recorded_at=old)], {})
     code, out, _ = _run(capsys, "validate")
     assert code == 0
     assert _flat(out) == _flat(
-        f"warning: {path}: {B} [default]: recorded {_ago(40)}, 40d ago, older than baseline_max_age (30d); re-record "
+        f"warning: {path}: {B} [default]: recorded {old}, 40d ago, older than baseline_max_age (30d); re-record "
         f"it (pytest '{B}' --sglang-update-baselines), accept fresh results, or restore it from git "
         "sglang-perf baseline validate: 1 file, 2 entries: 0 errors, 1 warning")
 

@@ -95,6 +95,23 @@ def test_timings_match_the_server_schedule(stub: StubServer) -> None:
     assert statistics.median(throughput_err) < 0.02
 
 
+def test_a_deferred_round_reads_what_a_live_one_reads(stub: StubServer) -> None:
+    """Three streams at once, parsed after the round (the default) or as each read comes: the same records; the CPU
+    split says how much came while the streams were open and after."""
+    from pytest_sglang_perf.measurement.rounds import ReadCost, run_rounds
+
+    stub.script = Script(ttft=0.02, chunks=20, interval=0.005, tokens_per_chunk=2)
+    request = dataclasses.replace(REQUEST, max_tokens=40)
+    kept, live = ReadCost(), ReadCost()
+    [deferred] = run_rounds(stub.url, [request] * 3, count=1, warmup=0, cost=kept)
+    [parsed] = run_rounds(stub.url, [request] * 3, count=1, warmup=0, reader="wire-live", cost=live)
+    for one, other in zip(deferred, parsed, strict=True):
+        assert (one.text, one.sample.chunks, one.finish_reason) == (other.text, other.sample.chunks, "length")
+        assert len(one.chunk_times) == 20 and list(one.chunk_times) == sorted(one.chunk_times)
+    assert kept.streaming > 0 and kept.parsing > 0 and kept.seconds >= 20 * 0.005
+    assert live.streaming > 0 and live.seconds >= 20 * 0.005
+
+
 def test_spec_fields_come_from_sglext(stub: StubServer) -> None:
     stub.script = Script(chunks=5, tokens_per_chunk=2, spec_verify_ct=4)
     sample = _one(stub).sample
