@@ -384,7 +384,9 @@ def test_slow_after_fault_slows_later_requests() -> None:
             await (await client.post("/v1/chat/completions", data=_chat(max_tokens=100, ignore_eos=True),
                                      headers=JSON)).read()
             durations.append(loop.time() - tic)
-        assert durations[1] == pytest.approx(3 * durations[0], rel=0.25)
+        # 100 tokens at 2000 tok/s: 50 ms, then 150 ms. Paced by sleeps, neither can be shorter; a busy machine (and
+        # the first request's connection) can only make them longer, so the bounds are the schedule's.
+        assert durations[1] >= 0.145 and durations[0] < 0.135, durations
 
     _run(engine, scenario)
 
