@@ -7,8 +7,9 @@ through aiohttp), SGLang's own `bench_serving` client and the `openai` package.
 A pacing server (a subprocess pinned to one core; the clients run pinned to the other) streams SGLang 0.5.23's chat
 chunks to N streams at once in SGLang-like bursts: at each step of a common clock every running stream gets its next
 token, one chunk each. Each chunk's content is the `perf_counter()` at which the server wrote it (the first also
-carries when the request arrived; CLOCK_MONOTONIC is shared by both processes), so every client is compared with
-the true schedule:
+carries when the request arrived: when the server's loop read its first bytes, before parsing any request of that
+turn, so neither the server's parsing nor its queue of requests sent at once counts against a client;
+CLOCK_MONOTONIC is shared by both processes), so every client is compared with the true schedule:
 
   tput err    median over streams of (client decode rate / the server's actual decode rate - 1)
   TTFT +ms    median over streams of client TTFT - (first chunk written - request arrived): the request's cost
@@ -17,10 +18,13 @@ the true schedule:
   core        the client's CPU time / wall time over the round (1.0 = one core busy)
 
 and, with the server writing as fast as it can to N streams, how many tokens per second each client ingests. The
-bare-loop row is a Python epoll loop that reads and stamps, parsing nothing (uvloop's C read path can cost less).
-For the plugin's reader a second table splits its CPU: while the streams are open (reading and stamping: what can
-delay a stamp) and after the round (parsing the answers it kept; wire.py's deferred reads), against the same reader
-parsing each read as it comes; the first lines give the reader's own cost per read, without a socket.
+last column is no client: a bare Python epoll loop that only reads and stamps (it finds the chunks after the round).
+It is what this machine and Python's system calls cost any reader, so it tells a client's share of a figure from
+the machine's (uvloop's C read path can cost less than it).
+For the plugin's reader (and the bare loop) a second table splits the CPU: while the streams are open (reading and
+stamping: what can delay a stamp) and after the round (parsing the answers it kept; wire.py's deferred reads),
+against the same reader parsing each read as it comes; the first lines give the reader's own cost per read, without
+a socket.
 Targets (issue 14): error <= 0.5%, p99 delay <= 1 ms and TTFT overhead <= 0.3 ms at 64-256 streams, >= 64,000 tok/s
 per core at <= 50% of it; equal to or better than bench_serving on every row.
 """
@@ -29,6 +33,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import bisect
+import itertools
+import re
 import select
 import socket
 import statistics
@@ -83,14 +90,13 @@ def _tail(tokens: int) -> bytes:
 
 @dataclass
 class _Stream:
-    writer: asyncio.StreamWriter
+    writer: asyncio.WriteTransport
     tokens: int
     period: float
     """Seconds between tokens; 0: as fast as possible."""
     received: float
     start: float
     sent: int = 0
-    done: asyncio.Event | None = None
 
 
 class _Pacer:
@@ -125,40 +131,64 @@ class _Pacer:
         if stream.sent >= stream.tokens:
             stream.writer.write(_tail(stream.tokens))
             self.streams.remove(stream)
-            assert stream.done is not None
-            stream.done.set()
 
 
-async def _handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, pacer: _Pacer) -> None:
-    try:
-        while True:
-            head = await reader.readuntil(b"\r\n\r\n")
-            received = perf_counter()
-            length = next(int(line.split(b":")[1]) for line in head.split(b"\r\n")
-                          if line.lower().startswith(b"content-length"))
-            body = orjson.loads(await reader.readexactly(length))
-            rate = float(body["model"].split(":")[1])
-            tokens = int(body.get("max_tokens") or body.get("max_completion_tokens"))
-            writer.write(_HEAD)
-            period = 1.0 / rate if rate > 0 else 0.0
-            start = received + SERVER_TTFT
-            if period:  # on the common clock: streams of one rate step together, as in a batch
-                start = (int(start / period) + 1) * period
-            stream = _Stream(writer, tokens, period, received, start, done=asyncio.Event())
-            pacer.streams.append(stream)
-            pacer.wake.set()
-            assert stream.done is not None
-            await stream.done.wait()
-            await writer.drain()
-    except (asyncio.IncompleteReadError, ConnectionError):
-        pass
-    finally:
-        writer.close()
+class _Connection(asyncio.Protocol):
+    """One client connection: each request is stamped when its first bytes are read (so the server's own parsing,
+    and its turn among many requests that arrive at once, count as the server's time, not the client's), then
+    streamed by the pacer; the connection stays open for the next request."""
+
+    def __init__(self, pacer: _Pacer) -> None:
+        self.pacer = pacer
+        self.transport: asyncio.WriteTransport | None = None
+        self.pending = b""
+        self.arrived = 0.0
+        self.parsing = False
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass asyncio's
+
+    def data_received(self, data: bytes) -> None:
+        """Only stamp and keep: the request is parsed by a callback that runs after every read of this turn of the
+        loop, so that each of many requests arriving at once is stamped before any is handled."""
+        if not self.pending:
+            self.arrived = perf_counter()
+        if not self.parsing:
+            self.parsing = True
+            asyncio.get_running_loop().call_soon(self._parse)
+        self.pending += data
+
+    def _parse(self) -> None:
+        self.parsing = False
+        head_end = self.pending.find(b"\r\n\r\n")
+        if head_end < 0:
+            return  # cut by the read: the next read brings the rest
+        length = next(int(line.split(b":")[1]) for line in self.pending[:head_end].split(b"\r\n")
+                      if line.lower().startswith(b"content-length"))
+        if len(self.pending) < head_end + 4 + length:
+            return
+        body = orjson.loads(self.pending[head_end + 4:head_end + 4 + length])
+        self.pending = self.pending[head_end + 4 + length:]
+        self._start(float(body["model"].split(":")[1]), int(body.get("max_tokens") or body["max_completion_tokens"]))
+
+    def _start(self, rate: float, tokens: int) -> None:
+        assert self.transport is not None
+        self.transport.write(_HEAD)
+        period = 1.0 / rate if rate > 0 else 0.0
+        start = self.arrived + SERVER_TTFT
+        if period:  # on the common clock: streams of one rate step together, as in a batch
+            start = (int(start / period) + 1) * period
+        self.pacer.streams.append(_Stream(self.transport, tokens, period, self.arrived, start))
+        self.pacer.wake.set()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.pacer.streams = [stream for stream in self.pacer.streams if stream.writer is not self.transport]
 
 
 async def _serve_forever() -> None:
     pacer = _Pacer()
-    server = await asyncio.start_server(lambda r, w: _handle(r, w, pacer), "127.0.0.1", 0, backlog=1024)
+    server = await asyncio.get_running_loop().create_server(lambda: _Connection(pacer), "127.0.0.1", 0,
+                                                            backlog=1024)
     print(server.sockets[0].getsockname()[1], flush=True)
     await asyncio.gather(server.serve_forever(), pacer.run())
 
@@ -328,7 +358,7 @@ def measure(client: Client, url: str, streams: int, rate: float, tokens: int) ->
     measured = [stream for one in found[1:] for stream in one]
     tokens_all = sum(len(s.times) for one in found for s in one)
     row = judge(measured, cpu, wall, tokens_all)
-    if isinstance(client, Ours) and client.splits:
+    if isinstance(client, Ours | BareLoop) and client.splits:
         cost = client.cost
         row = replace(row, split=(cost.streaming / tokens_all * 1e6, cost.streaming / cost.seconds,
                                   cost.parsing / tokens_all * 1e6))
@@ -342,7 +372,7 @@ def ingest(client: Client, url: str, streams: int, tokens: int) -> tuple[float, 
     found = client(url, streams, 0, tokens, 1)
     wall, cpu = perf_counter() - wall, time.process_time() - cpu
     total = sum(len(s.times) for s in found[0])
-    received = total / client.cost.seconds if isinstance(client, Ours) and client.splits else None
+    received = total / client.cost.seconds if isinstance(client, Ours | BareLoop) and client.splits else None
     return total / wall, cpu / wall, received
 
 
@@ -375,9 +405,9 @@ def _print_rows(url: str, clients: dict[str, Client | str]) -> None:
                 split += f" {row.split[0]:>9.1f} {row.split[1]:>6.0%} {row.split[2]:>9.1f} |"
         print(line, flush=True)
         splits.append(split)
-    names = [name for name, client in clients.items() if isinstance(client, Ours) and client.splits]
-    print(f"\nthe plugin's reader, CPU while the streams are open and after the rounds\n{'streams':>7} {'tok/s':>6} |"
-          + "".join(f" {name:^27} |" for name in names))
+    names = [name for name, client in clients.items() if isinstance(client, Ours | BareLoop) and client.splits]
+    print("\nCPU while the streams are open and after the rounds (the plugin's reader, the bare loop)\n"
+          f"{'streams':>7} {'tok/s':>6} |" + "".join(f" {name:^27} |" for name in names))
     print(f"{'':>7} {'':>6} |" + f" {'us/tok':>9} {'core':>6} {'after':>9} |" * len(names))
     print("\n".join(splits), flush=True)
 
@@ -391,51 +421,84 @@ def _attempt(client: Client, url: str, streams: int, rate: float, tokens: int) -
         return f"failed: {type(exc).__name__}: {exc}"
 
 
-def bare_loop(url: str, streams: int, rate: float, tokens: int) -> tuple[float, float, float]:
-    """A bare Python epoll loop that reads into one buffer, copies each read into a bytes object (as uvloop does),
-    stamps it and parses nothing: the system calls' share and little else (uvloop's C read path can cost less).
-    Returns (CPU us per token, core share, tokens per read)."""
-    host, port = url.removeprefix("http://").split(":")
-    body = orjson.dumps({"model": f"rate:{rate:g}", "messages": [{"role": "user", "content": "bench"}],
-                         "stream": True, "max_tokens": tokens})
-    request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\nContent-Type: application/json\r\n"
-               f"Content-Length: {len(body)}\r\n\r\n").encode() + body
-    sockets = [socket.create_connection((host, int(port))) for _ in range(streams)]
-    poller, stamps, reads = select.epoll(), [], 0
-    buffer = bytearray(1 << 18)
-    view = memoryview(buffer)
-    cpu, wall = time.process_time(), perf_counter()
-    for sock in sockets:
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.setblocking(False)
-        poller.register(sock.fileno(), select.EPOLLIN)
-        sock.sendall(request)
-    by_fd, left = {sock.fileno(): sock for sock in sockets}, streams
-    deadline = perf_counter() + 60 + tokens / rate
-    while left:
-        if perf_counter() > deadline:
-            raise TimeoutError(f"the bare loop: {left} of {streams} streams unfinished after {deadline - wall:.0f} s")
-        for fd, _ in poller.poll(5.0):
-            size = by_fd[fd].recv_into(buffer)  # into one buffer, then a bytes of the read's size, as uvloop does
-            stamps.append(perf_counter())
-            data = bytes(view[:size])
-            reads += 1
-            if not data or data.endswith(b"0\r\n\r\n"):
-                poller.unregister(fd)
-                left -= 1
-    cpu, wall = time.process_time() - cpu, perf_counter() - wall
-    for sock in sockets:
-        sock.close()
-    poller.close()
-    return cpu / (streams * tokens) * 1e6, cpu / wall, streams * tokens / reads
+_CONTENT = re.compile(rb'"content":"([^"]+)"')
+"""A content chunk's text in what the pacing server writes (the role chunk's empty content does not match)."""
 
 
-def _print_bare_loop(url: str) -> None:
-    print("\na bare Python epoll loop: recv_into(), a bytes copy and one perf_counter() per read, no parsing")
-    for streams, rate in ((64, 1_000), (256, 250)):
-        us, core, per_read = bare_loop(url, streams, rate, int(rate * DECODE_SECONDS))
-        print(f"{streams:>4} streams x {rate:>5} tok/s: {us:5.1f} us/token, {core:4.0%} of a core, "
-              f"{per_read:.2f} tokens per read", flush=True)
+class BareLoop:
+    """A bare Python epoll loop: each stream on a kept-alive socket of its own, sent at once; each read goes into one
+    buffer, is copied into a bytes object (as uvloop does) and stamped, and nothing is parsed until the round is
+    over. What a reader costs on this machine with Python's system calls and no more (uvloop's read path is C, so a
+    real reader can cost less): the column that tells the client's share of a figure from the machine's. `cost`
+    splits its CPU as Ours' does."""
+
+    splits = True
+
+    def __init__(self) -> None:
+        self.cost = ReadCost()
+
+    def __call__(self, url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
+        self.cost = ReadCost()
+        host, port = url.removeprefix("http://").split(":")
+        body = orjson.dumps({"model": f"rate:{rate:g}", "messages": [{"role": "user", "content": "bench"}],
+                             "stream": True, "max_tokens": tokens})
+        request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        sockets = [socket.create_connection((host, int(port))) for _ in range(streams)]
+        poller = select.epoll()
+        try:
+            for sock in sockets:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                sock.setblocking(False)
+                poller.register(sock.fileno(), select.EPOLLIN)
+            return [self._round(sockets, poller, request, 60 + tokens / (rate or 1e5)) for _ in range(rounds)]
+        finally:
+            poller.close()
+            for sock in sockets:
+                sock.close()
+
+    def _round(self, sockets: list[socket.socket], poller: select.epoll, request: bytes,
+               limit: float) -> list[Stream]:
+        by_fd = {sock.fileno(): index for index, sock in enumerate(sockets)}
+        stamps: list[list[float]] = [[] for _ in sockets]
+        reads: list[list[bytes]] = [[] for _ in sockets]
+        buffer = bytearray(1 << 18)
+        view = memoryview(buffer)
+        sent = []
+        started, wall = time.process_time(), perf_counter()
+        for sock in sockets:
+            sent.append(perf_counter())
+            sock.sendall(request)
+        deadline, left = perf_counter() + limit, set(by_fd)
+        while left:
+            if perf_counter() > deadline:
+                raise TimeoutError(f"the bare loop: {len(left)} of {len(sockets)} streams unfinished after "
+                                   f"{limit:.0f} s")
+            for fd, _ in poller.poll(5.0):
+                index = by_fd[fd]
+                size = sockets[index].recv_into(buffer)
+                stamps[index].append(perf_counter())
+                data = bytes(view[:size])
+                reads[index].append(data)
+                if not data or data.endswith(b"0\r\n\r\n"):
+                    left.discard(fd)
+        streamed, wall = time.process_time(), perf_counter() - wall
+        found = [_bare_stream(*stream) for stream in zip(sent, stamps, reads, strict=True)]
+        self.cost.streaming += streamed - started
+        self.cost.parsing += time.process_time() - streamed
+        self.cost.seconds += wall
+        return found
+
+
+def _bare_stream(sent: float, stamps: list[float], reads: list[bytes]) -> Stream:
+    """A stream's content chunks, each stamped with the read that completed it."""
+    data = b"".join(reads)
+    ends = list(itertools.accumulate(len(read) for read in reads))
+    times, texts = [], []
+    for match in _CONTENT.finditer(data):
+        times.append(stamps[bisect.bisect_left(ends, match.end())])
+        texts.append(match.group(1).decode())
+    return Stream(sent, tuple(times), "".join(texts))
 
 
 def _print_ingest(url: str, clients: dict[str, Client | str]) -> None:
@@ -518,7 +581,8 @@ def main() -> None:
     unavailable = _bench_serving_ready()
     clients: dict[str, Client | str] = {"ours": Ours("wire"), "ours parsing live": Ours("wire-live"),
                                         "ours via aiohttp": Ours("aiohttp"),
-                                        "bench_serving": unavailable or bench_serving, "openai": openai_package}
+                                        "bench_serving": unavailable or bench_serving, "openai": openai_package,
+                                        "bare epoll loop": BareLoop()}
     if unavailable:
         print(f"bench_serving: {unavailable}\n")
         clients["bench_serving"] = "not installed here (see above)"
@@ -529,7 +593,6 @@ def main() -> None:
               f"medians; {DECODE_SECONDS:g} s of decode per row (at most {MAX_TOKENS} tokens), server TTFT "
               f"{SERVER_TTFT * 1e3:g} ms\n")
         _print_rows(url, clients)
-        _print_bare_loop(url)
         _print_ingest(url, clients)
     print(f"\n(done in {perf_counter() - started:.0f} s)")
 
