@@ -13,6 +13,7 @@ and, with the server writing as fast as it can, how many chunks per second each 
 
 from __future__ import annotations
 
+import argparse
 import socket
 import socketserver
 import statistics
@@ -198,7 +199,7 @@ def _print_ingest(url: str) -> None:
     print(f"{'ratio ours/openai':<20} | {results['ours'][0] / results['openai'][0]:>9.1f}x |")
 
 
-def main() -> None:
+def main(_: argparse.Namespace) -> None:
     started = perf_counter()
     with served(__file__) as (pid, url):
         pin(1)

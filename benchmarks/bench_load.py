@@ -2,7 +2,8 @@
 through aiohttp), SGLang's own `bench_serving` client and the `openai` package.
 
     tox -e sglang-cpu -- python benchmarks/bench_load.py        (5-7 minutes; bench_serving needs SGLang installed)
-    python benchmarks/bench_load.py                              (ours and openai only, in the dev environment)
+    python benchmarks/bench_load.py                              (without bench_serving, in the dev environment)
+    python benchmarks/bench_load.py --rows 256x250 --clients ours,bare --passes 3    (one row again, ~1 minute)
 
 A pacing server (a subprocess pinned to one core; the clients run pinned to the other) streams SGLang 0.5.23's chat
 chunks to N streams at once in SGLang-like bursts: at each step of a common clock every running stream gets its next
@@ -40,7 +41,7 @@ import select
 import socket
 import statistics
 import time
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from dataclasses import dataclass, replace
 from time import perf_counter
 from typing import Any
@@ -385,7 +386,7 @@ def _cell(row: Row | str) -> str:
             f"{row.core:>6.0%}")
 
 
-def _print_rows(url: str, clients: dict[str, Client | str]) -> None:
+def _print_rows(url: str, clients: dict[str, Client | str], rows: Sequence[tuple[int, int]]) -> None:
     head = f"{'streams':>7} {'tok/s':>6} |"
     sub = f"{'':>7} {'':>6} |"
     for name in clients:
@@ -394,7 +395,7 @@ def _print_rows(url: str, clients: dict[str, Client | str]) -> None:
     print(head)
     print(sub)
     splits: list[str] = []
-    for streams, rate in ROWS:
+    for streams, rate in rows:
         tokens = min(MAX_TOKENS, int(rate * DECODE_SECONDS))
         line = f"{streams:>7} {rate:>6} |"
         split = f"{streams:>7} {rate:>6} |"
@@ -576,26 +577,66 @@ def _print_read_path() -> None:
     print()
 
 
-def main() -> None:
-    started = perf_counter()
-    unavailable = _bench_serving_ready()
-    clients: dict[str, Client | str] = {"ours": Ours("wire"), "ours parsing live": Ours("wire-live"),
-                                        "ours via aiohttp": Ours("aiohttp"),
-                                        "bench_serving": unavailable or bench_serving, "openai": openai_package,
-                                        "bare epoll loop": BareLoop()}
+CLIENTS = {"ours": "ours", "live": "ours parsing live", "aiohttp": "ours via aiohttp",
+           "bench_serving": "bench_serving", "openai": "openai", "bare": "bare epoll loop"}
+"""--clients' names: each column's heading."""
+
+
+def _options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--rows", type=_rows, default=ROWS, metavar="SxR,...",
+                        help="streams x tok/s per stream, e.g. 64x1000,256x250 (default: every row)")
+    parser.add_argument("--clients", type=_clients, default=list(CLIENTS), metavar="NAME,...",
+                        help=f"the columns, of {', '.join(CLIENTS)} (default: all)")
+    parser.add_argument("--passes", type=int, default=1, metavar="N",
+                        help="print the table N times, one pass after another (default 1): a figure that varies "
+                             "between passes is the machine's")
+
+
+def _rows(text: str) -> list[tuple[int, int]]:
+    try:
+        rows = [(int(streams), int(rate)) for streams, rate in (row.split("x") for row in text.split(","))]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected rows like 64x1000,256x250, got {text!r}") from None
+    if not rows or any(streams < 1 or rate < 1 for streams, rate in rows):
+        raise argparse.ArgumentTypeError(f"streams and tok/s must be at least 1, got {text!r}")
+    return rows
+
+
+def _clients(text: str) -> list[str]:
+    names = text.split(",")
+    unknown = [name for name in names if name not in CLIENTS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown client {', '.join(unknown)}: choose from {', '.join(CLIENTS)}")
+    return names
+
+
+def _chosen(names: Sequence[str]) -> dict[str, Client | str]:
+    unavailable = _bench_serving_ready() if "bench_serving" in names else None
     if unavailable:
         print(f"bench_serving: {unavailable}\n")
-        clients["bench_serving"] = "not installed here (see above)"
+    serving: Client | str = "not installed here (see above)" if unavailable else bench_serving
+    made: dict[str, Client | str] = {"ours": Ours("wire"), "live": Ours("wire-live"), "aiohttp": Ours("aiohttp"),
+                                     "bench_serving": serving, "openai": openai_package, "bare": BareLoop()}
+    return {CLIENTS[name]: made[name] for name in names}
+
+
+def main(args: argparse.Namespace) -> None:
+    started = perf_counter()
+    clients = _chosen(args.clients)
     with served(__file__) as (pid, url):
         pin(1)
         _print_read_path()
         print(f"pacing server {url} (pid {pid}), clients on another core; {ROUNDS} rounds after a warmup, "
               f"medians; {DECODE_SECONDS:g} s of decode per row (at most {MAX_TOKENS} tokens), server TTFT "
               f"{SERVER_TTFT * 1e3:g} ms\n")
-        _print_rows(url, clients)
+        for done in range(args.passes):
+            if args.passes > 1:
+                print(f"pass {done + 1} of {args.passes}")
+            _print_rows(url, clients, args.rows)
+            print()
         _print_ingest(url, clients)
     print(f"\n(done in {perf_counter() - started:.0f} s)")
 
 
 if __name__ == "__main__":
-    script(__doc__, serve, main, "run the pacing server (internal)")
+    script(__doc__, serve, main, "run the pacing server (internal)", _options)

@@ -37,11 +37,16 @@ def served(script: str) -> Iterator[tuple[int, str]]:
             proc.wait(timeout=5)
 
 
-def script(doc: str | None, serve: Callable[[], None], main: Callable[[], None], serve_help: str) -> None:
-    """The benchmark's command line: `--serve` runs its server (internal), nothing runs the benchmark."""
+def script(doc: str | None, serve: Callable[[], None], main: Callable[[argparse.Namespace], None], serve_help: str,
+           options: Callable[[argparse.ArgumentParser], None] | None = None) -> None:
+    """The benchmark's command line: `--serve` runs its server (internal), nothing runs the benchmark (with the
+    arguments that `options` adds)."""
     parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--serve", action="store_true", help=serve_help)
-    if parser.parse_args().serve:
+    if options is not None:
+        options(parser)
+    args = parser.parse_args()
+    if args.serve:
         serve()
     else:
-        main()
+        main(args)
