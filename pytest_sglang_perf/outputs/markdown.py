@@ -2,8 +2,8 @@
 --sglang-markdown writes and what a GitHub Actions job summary ($GITHUB_STEP_SUMMARY) gets.
 
 Top to bottom: a heading (SIMULATED when the numbers come from the simulator), one line of counts by verdict,
-a table per variant (markdown_cells.py), the bandwidth ceilings, each cell's conditions (markdown_conditions.py),
-the servers and the warnings of their effective configuration, the
+a table per variant (markdown_cells.py), the concurrent cells' load (markdown_load.py), the bandwidth ceilings,
+each cell's conditions (markdown_conditions.py), the servers and the warnings of their effective configuration, the
 variants that errored and why, what recording did to the baseline files, then the environment, the versions and
 the machine (markdown_env.py). It renders on GitHub; every value from the document is escaped (markdown_text.py).
 """
@@ -17,6 +17,7 @@ from pytest_sglang_perf.gate.compare import SEVERITY
 from pytest_sglang_perf.outputs.markdown_cells import variant_section
 from pytest_sglang_perf.outputs.markdown_conditions import conditions_section
 from pytest_sglang_perf.outputs.markdown_env import environment_section
+from pytest_sglang_perf.outputs.markdown_load import load_section
 from pytest_sglang_perf.outputs.markdown_roofline import roofline_section
 from pytest_sglang_perf.outputs.markdown_text import bullets, code, fenced, table, text
 
@@ -46,9 +47,8 @@ def markdown_report(doc: Mapping[str, Any]) -> str:
             mine = [c for c in cells if str(c.get("variant", "?")) == variant]
             parts.append(variant_section(variant, mine, simulated=any(bool(c.get("simulated")) for c in mine)))
         parts.append([LEGEND])
-        roofline = roofline_section(cells, simulated=simulated)
-        conditions = conditions_section(cells)
-        parts += [section for section in (roofline, conditions) if section]
+        sections = (load_section(cells), roofline_section(cells, simulated=simulated), conditions_section(cells))
+        parts += [section for section in sections if section]
     servers = _servers(doc.get("servers"), variants)
     parts.extend(section for section in (servers, _errored(errored), _baselines(doc)) if section)
     parts.append(environment_section(doc))

@@ -70,7 +70,7 @@ def test_each_level_is_a_cell_and_the_batch_raises_aggregate_throughput(swept: p
     assert entries["test_load.py::test_tree@c4"]["default"]["identity"]["concurrency"] == 4
     assert entries["test_load.py::test_tree@cmax"]["default"]["params"]["slo"] == {"ttft": 2.0, "tpot": 0.1}
 
-    again = _run(swept)
+    again = _run(swept, "--sglang-markdown", "out.md")
     again.assert_outcomes(passed=1)
     assert {c["verdict"] for c in _cells(swept).values()} <= {"ok", "improved", "inconclusive"}
     words = _words(again)
@@ -78,6 +78,13 @@ def test_each_level_is_a_cell_and_the_batch_raises_aggregate_throughput(swept: p
     assert re.search(r"test_load.py::test_tree@c4 \[default\]: 4 streams x 3 rounds: [\d.]+ tok/s, [\d.]+ req/s; "
                      r"ttft p50/p90/p99 [\d./]+ ms", words), words
     assert "goodput" in words and "(100% met ttft <= 2000 ms, tpot <= 100 ms)" in words
+    report = (swept.path / "out.md").read_text()
+    load = report[report.index("## Load"):].split("\n## ")[0]
+    rows = {line.split(" | ")[0].strip("| `"): line for line in load.splitlines() if line.startswith("| `test_load")}
+    assert set(rows) == {"test_load.py::test_tree", "test_load.py::test_tree@c4", "test_load.py::test_tree@cmax"}
+    assert re.search(r"\| 8 x 3 \| [\d.]+ tok/s \| [\d.]+ req/s \|( [\d.]+/[\d.]+/[\d.]+ ms \|){3} [\d.]+ req/s "
+                     r"\(100% met ttft <= 2000 ms, tpot <= 100 ms\) \|$", rows["test_load.py::test_tree@cmax"]), load
+    assert "| 1 x 3 |" in rows["test_load.py::test_tree"] and "| - |" in rows["test_load.py::test_tree"], load
 
 
 @pytest.mark.slow

@@ -265,3 +265,26 @@ def test_each_cells_conditions_and_the_reason_a_disturbed_one_did_not_fail() -> 
     assert rows[2][5] == "**another process on GPU 1: pid 4242 (2.0 GiB)** (the re-measure's conditions)"
     del again["client"], again["host"], again["gpu"]
     assert "## Conditions" not in markdown_report(doc)
+
+
+def test_load_section_lists_concurrent_and_slo_cells_and_survives_partial_records() -> None:
+    from pytest_sglang_perf.outputs.markdown_load import load_section
+
+    one = {"streams": 1, "rounds": None, "latency_percentiles": {}, "slo": None, "slo_attainment": None}
+    cells = [
+        {"test_id": "t.py::test_one", "variant": "v", "load": one, "summaries": {}},  # one stream, no SLO: not listed
+        {"test_id": "t.py::test_failed", "variant": "v", "load": None},
+        {"test_id": "t.py::test_slo", "variant": "v", "samples": [{}, {}],
+         "load": {**one, "slo": {"ttft": 0.2}, "slo_attainment": 0.5,
+                  "latency_percentiles": {"ttft": {"p50": 0.1, "p90": 0.2, "p99": 0.3}}},
+         "summaries": {"output_throughput": {"median": 50.0}, "goodput": {"median": 1.25}}},
+        {"test_id": "t.py::test_c16", "variant": "v", "summaries": None,
+         "load": {"streams": 16, "rounds": 3, "slo": {"ttft": "fast"}, "slo_attainment": None}},
+    ]
+    lines = load_section(cells)
+    rows = [line for line in lines if line.startswith("| `t.py")]
+    assert [row.split(" | ")[0] for row in rows] == ["| `t.py::test_slo`", "| `t.py::test_c16`"]
+    assert rows[0].endswith("| 1 x 2 | 50.0 tok/s | - | 100.0/200.0/300.0 ms | - | - | 1.25 req/s (50% met ttft <= "
+                            "200 ms) |")
+    assert rows[1].endswith("| 16 x 3 | - | - | - | - | - | - (? met ?) |")
+    assert load_section(cells[:2]) == []
