@@ -127,16 +127,19 @@ def mark_items(config: pytest.Config, items: Sequence[tuple[pytest.Item, str]], 
 
 def feed(request: pytest.FixtureRequest, cell: Cell, result: Result) -> None:
     """After a cell was judged (or recorded): hand it to pytest-benchmark, its requests' end-to-end latencies as
-    the rounds and the cell in `extra_info`. A test that checks several results feeds only the first (a
-    benchmark runs once per test); the later ones are counted in its `extra_info`."""
+    the rounds and the cell in `extra_info`. A test that checks several results (a concurrency sweep's levels) is
+    one benchmark (it runs once per test): its rounds are the first result's requests, and each later cell, its
+    metrics and verdicts, goes into `extra_info["later"]`."""
     entry = request.node.stash.get(_FEED, None)
     if entry is None or not result.samples:
         return
     entry.checks += 1
     if entry.fixture is not None:
-        entry.fixture.extra_info["checks"] = entry.checks
-        entry.fixture.extra_info["note"] = (f"this test checked {entry.checks} results; pytest-benchmark holds "
-                                            "the first one's requests")
+        info = entry.fixture.extra_info
+        info["checks"] = entry.checks
+        info["note"] = (f"this test checked {entry.checks} results; pytest-benchmark holds the first one's "
+                        "requests, the later ones' cells are in 'later'")
+        info.setdefault("later", []).append(_later(cell, result))
         return
     fixture = request.getfixturevalue("benchmark")
     entry.fixture = fixture
@@ -167,6 +170,13 @@ def extra_info(cell: Cell, result: Result) -> dict[str, Any]:
     if cell.confirmation is not None:
         info["confirmation"] = {check.metric: _metric(check) for check in cell.confirmation}
     return info
+
+
+def _later(cell: Cell, result: Result) -> dict[str, Any]:
+    """A later checked result of the same test, as `extra_info` holds it: its cell, metrics and verdicts."""
+    return {"test_id": cell.test_id, "verdict": cell.verdict.value, "samples": len(result.samples),
+            "concurrency": result.params.concurrency, "prompt_hash": result.prompt_hash,
+            "metrics": {check.metric: _metric(check) for check in cell.checks}}
 
 
 def _metric(check: MetricCheck) -> dict[str, Any]:

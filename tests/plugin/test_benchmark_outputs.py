@@ -179,6 +179,12 @@ def _check_json(bench: dict[str, Any], ours: dict[str, Any]) -> None:
         assert tree["extra_info"]["prompt_hash"] == cell["prompt_hash"]
     twice = benchmarks[("test_perf.py::test_twice", "default")]["extra_info"]
     assert twice["checks"] == 2 and "the first one's requests" in twice["note"]
+    second = [cell for cell in ours["cells"] if (cell["test_id"], cell["variant"]) == ("test_perf.py::test_twice",
+                                                                                       "default")][1]
+    [later] = twice["later"]
+    assert later["prompt_hash"] == second["prompt_hash"] != twice["prompt_hash"] and later["samples"] == 2
+    assert later["metrics"]["output_throughput"]["measured"] == second["metrics"]["output_throughput"]["measured"]
+    assert later["verdict"] == second["verdict"] and later["concurrency"] == 1
     assert benchmarks[("test_perf.py::test_tree", "default")]["extra_info"]["checks"] == 1
 
 
