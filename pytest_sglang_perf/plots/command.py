@@ -20,10 +20,12 @@ PROG = "sglang-perf plot"
 def add_plot_parser(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The `plot` subcommand and its options."""
     plot = sub.add_parser(
-        "plot", help="draw PNG plots of results files: A/B with confidence intervals, boot timelines, history",
+        "plot", help="draw PNG plots of results files: A/B with confidence intervals, sweeps, boot timelines, "
+                     "history",
         description="Draws, from results files (pytest --sglang-results PATH): per test, the variants side by side "
-                    "with confidence intervals (ab__<test>.png) and each variant's server boot (boot.png), both of "
-                    "the newest file; with two or more files, each test x variant across them, oldest first "
+                    "with confidence intervals (ab__<test>.png), each concurrency sweep's levels "
+                    "(sweep__<test>.png) and each variant's server boot (boot.png), all of the newest file; with "
+                    "two or more files, each test x variant across them, oldest first "
                     "(history__<test>__<variant>.png). Needs matplotlib: pip install 'pytest-sglang-perf[plots]'.",
     )
     plot.add_argument("results", type=Path, nargs="+", metavar="RESULTS", help="results files, in any order "

@@ -1,6 +1,7 @@
-"""Draw the plots of results documents into a folder: per test the A/B picture (ab__<test>.png) and the boot
-timeline (boot.png) of the newest document, and with 2+ documents each test x variant's history
-(history__<test>__<variant>.png). File names are stable slugs of the test ids and variants.
+"""Draw the plots of results documents into a folder: per test the A/B picture (ab__<test>.png), per concurrency
+sweep its levels (sweep__<test>.png) and the boot timeline (boot.png) of the newest document, and with 2+ documents
+each test x variant's history (history__<test>__<variant>.png). File names are stable slugs of the test ids and
+variants.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pytest_sglang_perf.plots.data import (
     run_date,
 )
 from pytest_sglang_perf.plots.style import require_matplotlib
+from pytest_sglang_perf.plots.sweep_data import sweep_figures
 from pytest_sglang_perf.plots.timeline import boot_bars
 
 BOOT_FILE = "boot.png"
@@ -31,9 +33,10 @@ _SLUG_MAX = 80
 def write_plots(docs: Sequence[Mapping[str, Any]], out_dir: Path, *,
                 confidence: float = DEFAULT_CONFIDENCE) -> list[Path]:
     """The PNG files written for these results documents (oldest first; ordered again by generated_at): the A/B
-    picture per test and the boot timeline of the newest, and the history of each test x variant across them all
-    when there are 2+. Nothing is drawn for documents without cells. Raises ImportError (naming the install
-    command) without matplotlib, OSError when `out_dir` cannot be written, ValueError for a malformed sample."""
+    picture per test, the picture of each concurrency sweep and the boot timeline of the newest, and the history
+    of each test x variant across them all when there are 2+. Nothing is drawn for documents without cells.
+    Raises ImportError (naming the install command) without matplotlib, OSError when `out_dir` cannot be written,
+    ValueError for a malformed sample."""
     require_matplotlib()
     runs = by_time(docs)
     if not any(cells_of(doc) for doc in runs):
@@ -41,7 +44,7 @@ def write_plots(docs: Sequence[Mapping[str, Any]], out_dir: Path, *,
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     newest = [doc for doc in runs if cells_of(doc)][-1]
-    written = _ab(newest, out_dir, confidence) + _boot(newest, out_dir)
+    written = _ab(newest, out_dir, confidence) + _sweeps(newest, out_dir) + _boot(newest, out_dir)
     if len(runs) > 1:
         written += _history(runs, out_dir, confidence)
     return written
@@ -54,6 +57,15 @@ def _ab(doc: Mapping[str, Any], out_dir: Path, confidence: float) -> list[Path]:
     names = slugs([figure.test_id for figure in figures])
     return [draw_ab(figure, out_dir / f"ab__{names[figure.test_id]}.png", confidence=confidence,
                     subtitle=[subtitle(doc)]) for figure in figures]
+
+
+def _sweeps(doc: Mapping[str, Any], out_dir: Path) -> list[Path]:
+    from pytest_sglang_perf.plots.sweep import draw_sweep
+
+    figures = sweep_figures(doc)
+    names = slugs([figure.test_id for figure in figures])
+    return [draw_sweep(figure, out_dir / f"sweep__{names[figure.test_id]}.png", subtitle=[subtitle(doc)])
+            for figure in figures]
 
 
 def _boot(doc: Mapping[str, Any], out_dir: Path) -> list[Path]:

@@ -87,6 +87,17 @@ def test_each_level_is_a_cell_and_the_batch_raises_aggregate_throughput(swept: p
     assert "| 1 x 3 |" in rows["test_load.py::test_tree"] and "| - |" in rows["test_load.py::test_tree"], load
 
 
+# One more run of the sweep, for its plot (the plots' drawing is unit-tested): slow lane.
+@pytest.mark.slow
+def test_a_sweep_is_plotted_with_its_levels(swept: pytest.Pytester) -> None:
+    result = _run(swept, "--sglang-plots", "plots")
+    result.assert_outcomes(passed=1)
+    written = sorted(path.name for path in (swept.path / "plots").glob("*.png"))
+    assert "sweep__test_load.py-test_tree.png" in written, written
+    assert (swept.path / "plots" / "sweep__test_load.py-test_tree.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert f"{len(written)} plot(s) in" in _words(result)
+
+
 @pytest.mark.slow
 @pytest.mark.calm
 def test_a_regressed_level_fails_the_test_by_its_cell_name(swept: pytest.Pytester,

@@ -21,6 +21,8 @@ from pytest_sglang_perf.plots.ab import ab_figure
 from pytest_sglang_perf.plots.boot import boot_figure
 from pytest_sglang_perf.plots.history import history_figure
 from pytest_sglang_perf.plots.render import slug, slugs, write_plots
+from pytest_sglang_perf.plots.sweep import sweep_figure
+from pytest_sglang_perf.plots.sweep_data import SweepLine, sweep_figures
 from pytest_sglang_perf.plots.timeline import GRAPHS, KV_CACHE, OTHER, WEIGHTS, boot_bar, boot_bars
 from pytest_sglang_perf.server.startup import GraphCapture, StartupFacts
 
@@ -60,6 +62,18 @@ def results_doc(cells: Sequence[Mapping[str, Any]], *, generated_at: str = "2026
     return {"schema_version": SCHEMA_VERSION, "generated_at": generated_at, "simulated": simulated,
             "environment": {"model": "Qwen/Qwen3-8B"}, "machine": machine, "servers": dict(servers),
             "cells": list(cells), "errored": [], "baselines": None}
+
+
+def level(variant: str, streams: int, tok_s: float, *, ttft_p99: float | None = 0.2,
+          goodput: float | None = None) -> dict[str, Any]:
+    """A concurrency level's cell (`@cN` but for one stream) with its load and summaries records."""
+    percentiles = {} if ttft_p99 is None else {"ttft": {"p50": 0.1, "p90": 0.15, "p99": ttft_p99},
+                                               "tpot": {"p50": 0.02, "p90": 0.025, "p99": 0.03}}
+    summaries = {"output_throughput": {"median": tok_s}}
+    if goodput is not None:
+        summaries["goodput"] = {"median": goodput}
+    return {**cell(variant, TEST if streams == 1 else f"{TEST}@c{streams}"), "summaries": summaries,
+            "load": {"streams": streams, "rounds": 3, "latency_percentiles": percentiles}}
 
 
 def ab_doc() -> dict[str, Any]:
@@ -389,3 +403,32 @@ def test_the_panel_grid(panels: int, max_columns: int, expected: tuple[int, int]
     from pytest_sglang_perf.plots.ab import grid
 
     assert grid(panels, max_columns) == expected
+
+
+def test_a_sweep_is_each_variants_levels_in_order_and_a_single_level_is_no_sweep() -> None:
+    doc = results_doc([level("default", 16, 900.0, ttft_p99=None), level("default", 1, 60.0),
+                       level("default", 4, 220.0), level("sbo", 1, 70.0, goodput=1.0), level("sbo", 4, 250.0),
+                       {**cell("default", OTHER_TEST), "load": {"streams": 1}}])
+    [figure] = sweep_figures(doc)
+    assert figure.test_id == TEST and figure.simulated
+    panels = {panel.title.split(" (")[0].split(" over")[0]: panel for panel in figure.panels}
+    assert list(panels) == ["output throughput", "TTFT p99", "TPOT p99", "goodput"]
+    assert panels["output throughput"].lines == (SweepLine("default", ((1, 60.0), (4, 220.0), (16, 900.0))),
+                                                 SweepLine("sbo", ((1, 70.0), (4, 250.0))))
+    assert panels["TTFT p99"].unit == "ms" and panels["TTFT p99"].lines[0].points == ((1, 200.0), (4, 200.0))
+    assert panels["goodput"].lines == (SweepLine("sbo", ((1, 1.0),)),)
+    assert sweep_figures(results_doc([level("default", 4, 1.0), level("sbo", 4, 2.0)])) == []
+    assert sweep_figures(results_doc([cell("default"), cell("sbo")])) == []  # no load record: an older file
+
+
+def test_the_sweep_picture_is_drawn_after_the_ab_pictures(tmp_path: Path) -> None:
+    doc = results_doc([level("default", 1, 60.0), level("default", 4, 220.0, goodput=3.0),
+                       level("default", 16, 700.0)])
+    written = write_plots([doc], tmp_path)
+    sweep = f"sweep__{slug(TEST)}.png"
+    assert [p.name for p in written][-2:] == [sweep, "boot.png"]
+    assert png_size(tmp_path / sweep)[0] > 600 and (tmp_path / sweep).stat().st_size > 20_000
+    drawn = sweep_figure(sweep_figures(doc)[0], subtitle=[])
+    axes = [ax for ax in drawn.axes if ax.get_visible()]
+    assert [ax.get_xticks().tolist() for ax in axes] == [[1, 4, 16]] * 4  # goodput, at one level, too
+    assert [label.get_text() for label in axes[0].get_xticklabels()] == ["1", "4", "16"]
