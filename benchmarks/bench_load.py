@@ -481,6 +481,8 @@ class BareLoop:
                 stamps[index].append(perf_counter())
                 data = bytes(view[:size])
                 reads[index].append(data)
+                if not data:  # closed by the server: the stream is over, and the socket of no use to a next round
+                    poller.unregister(fd)
                 if not data or data.endswith(b"0\r\n\r\n"):
                     left.discard(fd)
         streamed, wall = time.process_time(), perf_counter() - wall

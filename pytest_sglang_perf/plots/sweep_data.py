@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_sglang_perf.gate.cell_ids import collected_test
-from pytest_sglang_perf.plots.data import cells_of, ordered
+from pytest_sglang_perf.plots.data import cells_of
 
 
 @dataclass(frozen=True)
@@ -79,10 +79,9 @@ def _panel(spec: tuple[str, str, Callable[[Mapping[str, Any]], Any]],
            variants: Mapping[str, Mapping[int, Mapping[str, Any]]]) -> SweepPanel:
     title, unit, read = spec
     lines = []
-    for variant in ordered(list(variants)):
+    for variant, cells in variants.items():
         points = tuple((streams, float(value)) for streams, value in
-                       ((streams, read(cell)) for streams, cell in sorted(variants[variant].items()))
-                       if _number(value))
+                       ((streams, read(cell)) for streams, cell in sorted(cells.items())) if _number(value))
         if points:
             lines.append(SweepLine(variant, points))
     return SweepPanel(title, unit, tuple(lines))
