@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_sglang_perf.measurement.concurrency import Slo
-from pytest_sglang_perf.outputs.markdown_text import code, table, text
+from pytest_sglang_perf.outputs.markdown_text import code, number, table, text
 
 _LATENCIES = ("ttft", "tpot", "itl")
 _DASH = "-"
@@ -43,7 +43,7 @@ def _row(cell: Mapping[str, Any], load: Mapping[str, Any]) -> list[str]:
     percentiles = load.get("latency_percentiles") or {}
     rounds = load.get("rounds") or len(cell.get("samples") or ())
     return [code(cell.get("test_id"), in_table=True), code(cell.get("variant"), in_table=True),
-            f"{_number(load.get('streams'), 0)} x {_number(rounds, 0)}",
+            f"{number(load.get('streams'), 0)} x {number(rounds, 0)}",
             _median(summaries, "output_throughput", "tok/s", 1), _median(summaries, "request_throughput", "req/s", 2),
             *(_quantiles(percentiles.get(name)) for name in _LATENCIES), _goodput(summaries, load)]
 
@@ -51,14 +51,14 @@ def _row(cell: Mapping[str, Any], load: Mapping[str, Any]) -> list[str]:
 def _median(summaries: Mapping[str, Any], name: str, unit: str, digits: int) -> str:
     summary = summaries.get(name)
     value = summary.get("median") if isinstance(summary, Mapping) else None
-    return f"{_number(value, digits)} {unit}" if isinstance(value, int | float) else _DASH
+    return f"{number(value, digits)} {unit}" if isinstance(value, int | float) else _DASH
 
 
 def _quantiles(q: Any) -> str:
     """`85.2/88.0/90.1 ms` from seconds."""
     if not isinstance(q, Mapping) or not q:
         return _DASH
-    return "/".join(_number(v * 1000 if isinstance(v, int | float) else None, 1) for v in q.values()) + " ms"
+    return "/".join(number(v * 1000 if isinstance(v, int | float) else None, 1) for v in q.values()) + " ms"
 
 
 def _goodput(summaries: Mapping[str, Any], load: Mapping[str, Any]) -> str:
@@ -72,7 +72,3 @@ def _goodput(summaries: Mapping[str, Any], load: Mapping[str, Any]) -> str:
     met = load.get("slo_attainment")
     share = f"{met:.0%}" if isinstance(met, int | float) else "?"
     return text(f"{_median(summaries, 'goodput', 'req/s', 2)} ({share} met {objectives})")
-
-
-def _number(value: object, digits: int) -> str:
-    return f"{value:.{digits}f}" if isinstance(value, int | float) and not isinstance(value, bool) else _DASH

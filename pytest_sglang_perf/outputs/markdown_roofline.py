@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_sglang_perf.outputs.markdown_text import code, table, text
+from pytest_sglang_perf.outputs.markdown_text import code, number, table, text
 
 GB = 1e9
 
@@ -38,10 +38,10 @@ def _row(cell: Mapping[str, Any], record: Mapping[str, Any]) -> list[str]:
     step = record.get("step_bytes") or {}
     how = "exact" if record.get("bytes_exact") else "estimated"
     return [code(cell.get("test_id"), in_table=True), code(cell.get("variant"), in_table=True),
-            f"{_number(record.get('measured_tok_s'))} tok/s", f"{_number(record.get('ceiling_tok_s'))} tok/s",
+            f"{number(record.get('measured_tok_s'))} tok/s", f"{number(record.get('ceiling_tok_s'))} tok/s",
             _percent(record.get("efficiency")),
-            text(f"{_number(bandwidth.get('gb_s'), 0)} GB/s {bandwidth.get('source', '?')}"),
-            text(f"{_number(_total(step) / GB, 2)} GB ({how})"), text(_after_colon(record.get("diagnosis")))]
+            text(f"{number(bandwidth.get('gb_s'), 0)} GB/s {bandwidth.get('source', '?')}"),
+            text(f"{number(_total(step) / GB, 2)} GB ({how})"), text(_after_colon(record.get("diagnosis")))]
 
 
 def _total(step: Mapping[str, Any]) -> float:
@@ -53,9 +53,6 @@ def _after_colon(diagnosis: object) -> str:
     words = str(diagnosis or "")
     return words.split(": ", 1)[1] if ": " in words else ""
 
-
-def _number(value: object, digits: int = 1) -> str:
-    return f"{value:.{digits}f}" if isinstance(value, int | float) else "-"
 
 
 def _percent(value: object) -> str:

@@ -37,6 +37,11 @@ def code(value: object, *, in_table: bool = False) -> str:
     return f"{fence}{pad}{body}{pad}{fence}"
 
 
+def number(value: object, digits: int = 1) -> str:
+    """A number with `digits` decimals; `-` for anything that is not one (a field missing from the results file)."""
+    return f"{value:.{digits}f}" if isinstance(value, int | float) and not isinstance(value, bool) else "-"
+
+
 def table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
     """A GitHub table; `align` has one letter per column: `l` left, `r` right. Cells are Markdown already (made
     with text() and code()), so only line breaks are removed here."""
