@@ -1,5 +1,6 @@
-"""The measuring client under load, side by side: ours (and the same rounds parsing each read as it comes, and
-through aiohttp), SGLang's own `bench_serving` client and the `openai` package.
+"""The measuring client under load, side by side: ours (and the same rounds on the event loop's stamps instead of
+the kernel's, parsing each read as it comes, and through aiohttp), SGLang's own `bench_serving` client and the
+`openai` package.
 
     tox -e sglang-cpu -- python benchmarks/bench_load.py        (5-7 minutes; bench_serving needs SGLang installed)
     python benchmarks/bench_load.py                              (without bench_serving, in the dev environment)
@@ -22,10 +23,12 @@ and, with the server writing as fast as it can to N streams, how many tokens per
 last column is no client: a bare Python epoll loop that only reads and stamps (it finds the chunks after the round).
 It is what this machine and Python's system calls cost any reader, so it tells a client's share of a figure from
 the machine's (uvloop's C read path can cost less than it).
-For the plugin's reader (and the bare loop) a second table splits the CPU: while the streams are open (reading and
-stamping: what can delay a stamp) and after the round (parsing the answers it kept; wire.py's deferred reads),
-against the same reader parsing each read as it comes; the first lines give the reader's own cost per read, without
-a socket.
+"ours" stamps each read with the kernel's receive time (measurement/stamped_transport.py); "ours, loop stamps" is
+the same reader stamping as the event loop hands a read over, as over TLS: side by side, what the kernel's stamps
+cost and what they save. For the plugin's readers (and the bare loop) a second table splits the CPU: while the
+streams are open (reading and stamping) and after the round (parsing the answers kept; wire.py's deferred reads),
+against the same reader parsing each read as it comes; the first lines give the reader's own cost per read,
+without a socket.
 Targets (issue 14): error <= 0.5%, p99 delay <= 1 ms and TTFT overhead <= 0.3 ms at 64-256 streams, >= 64,000 tok/s
 per core at <= 50% of it; equal to or better than bench_serving on every row.
 """
@@ -579,7 +582,7 @@ def _print_read_path() -> None:
     print()
 
 
-CLIENTS = {"ours": "ours", "live": "ours parsing live", "aiohttp": "ours via aiohttp",
+CLIENTS = {"ours": "ours", "loop": "ours, loop stamps", "live": "ours parsing live", "aiohttp": "ours via aiohttp",
            "bench_serving": "bench_serving", "openai": "openai", "bare": "bare epoll loop"}
 """--clients' names: each column's heading."""
 
@@ -617,8 +620,9 @@ def _chosen(names: Sequence[str]) -> dict[str, Client | str]:
     if unavailable:
         print(f"bench_serving: {unavailable}\n")
     serving: Client | str = "not installed here (see above)" if unavailable else bench_serving
-    made: dict[str, Client | str] = {"ours": Ours("wire"), "live": Ours("wire-live"), "aiohttp": Ours("aiohttp"),
-                                     "bench_serving": serving, "openai": openai_package, "bare": BareLoop()}
+    made: dict[str, Client | str] = {"ours": Ours("wire"), "loop": Ours("wire-loop-stamps"), "live": Ours("wire-live"),
+                                     "aiohttp": Ours("aiohttp"), "bench_serving": serving, "openai": openai_package,
+                                     "bare": BareLoop()}
     return {CLIENTS[name]: made[name] for name in names}
 
 

@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 LAG_LIMIT = 0.001
-"""A p99 lag above this (1 ms) says the client fell behind: its timestamps may be that late (docs/concurrency.md)."""
+"""A p99 lag above this (1 ms) says the client fell behind: its reads (and so its timestamps, where the event loop
+takes them) may be that late (docs/concurrency.md)."""
 
 
 @dataclass(frozen=True)

@@ -1,6 +1,8 @@
 """How busy the client was while it measured: its event loop's lag and its CPU use.
 
-A chunk that arrives while the loop is busy waits until the loop gets to it, and its timestamp is late by that wait.
+A chunk that arrives while the loop is busy waits until the loop gets to it, and its timestamp is late by that wait
+where the loop stamps it (over TLS, off Linux; with the kernel's stamps only when the wait merges two of a stream's
+chunks into one read, stamped_transport.py); either way a long wait says the client was struggling.
 So the monitor measures that wait directly: every PROBE_EVERY seconds a probe thread queues a callback on the loop
 and records how long the callback waited (the loop's lag). It also takes the process's CPU time over the
 measurement, so a result says both how late the client could have been (`lag_p99`, see tail_lag) and how much of a

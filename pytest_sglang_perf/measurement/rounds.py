@@ -31,10 +31,11 @@ from pytest_sglang_perf.measurement.client_load import ClientLoad
 from pytest_sglang_perf.measurement.loop_lag import LagMonitor
 from pytest_sglang_perf.measurement.wire import Endpoint, StreamProtocol
 
-Reader = Literal["wire", "wire-live", "aiohttp"]
+Reader = Literal["wire", "wire-loop-stamps", "wire-live", "aiohttp"]
 """How a round reads its streams: the bare-connection reader (wire.py; answers kept as they come and parsed after
-the round, within DEFER_BUDGET), the same reader parsing each read as it comes, or aiohttp's client (the last two
-for benchmarks/bench_load.py's side-by-side columns)."""
+the round, within DEFER_BUDGET; each read stamped by the kernel where it can be, stamped_transport.py), the same
+reader with every read stamped by the event loop (as over TLS), the same reader parsing each read as it comes, or
+aiohttp's client (the last three for benchmarks/bench_load.py's side-by-side columns)."""
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.cache_flush import CacheFlush
@@ -57,12 +58,12 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
     rounds: list[list[StreamRecord]] = []
     bodies = [orjson.dumps(request.body()) for request in requests]
     timeout = max(request.timeout for request in requests)
-    defer = reader == "wire" and deferred(requests)
+    defer = reader in ("wire", "wire-loop-stamps") and deferred(requests)
     async with LagMonitor() as monitor, aiohttp.ClientSession(
             connector=aiohttp.TCPConnector(limit=0),  # never the client's limit: every stream of a round at once
             timeout=aiohttp.ClientTimeout(total=timeout), headers=request_headers(api_key),
             auto_decompress=False) as session:
-        endpoint = Endpoint(base_url, api_key)
+        endpoint = Endpoint(base_url, api_key, kernel_stamps=reader != "wire-loop-stamps")
         pool: list[StreamProtocol] = []
         try:
             for index in range(warmup + count):

@@ -1,12 +1,17 @@
 """A streamed chat request on a bare asyncio connection: the reader behind every measurement (rounds.py; one stream
 is a round of one).
 
-Each read is handled in the protocol's `data_received` callback: one `perf_counter()` first, then HTTP/1.1 chunked
+Each read is handled in the protocol's `received(data, at)`: its stamp first, then HTTP/1.1 chunked
 decoding (an index walk over the read, however many chunks it holds) and one SSE split per read, into the same
 `StreamAccumulator` the aiohttp reader (client.py) feeds, so both judge a stream alike. There is no response object,
 stream reader, async iterator or task wake-up per read: measured side by side (docs/client-measurement.md), this
 reader's TTFT overhead is about half of aiohttp's, and it falls behind later at 128-256 streams. It speaks only what
 SGLang's server answers: a status line and headers, then a chunked (or Content-Length, or read-until-close) body.
+
+**Stamps.** On a plain-HTTP connection on Linux a read's stamp is when the kernel received it (SO_TIMESTAMPNS;
+stamped_transport.py reads the socket with `recvmsg()`), so a chunk is not stamped late because the loop was busy
+with other streams' reads when it came; over TLS, and elsewhere, it is the loop's `perf_counter()` as it hands the
+read over (`data_received`). docs/client-measurement.md, "Kernel receive stamps", has what each costs.
 
 **Deferred reads.** Parsing is most of a read's cost, and while N streams run, one stream's parsing delays the
 stamps of the others' chunks. So a request sent with `defer=True` parses only its status line and headers as they
@@ -44,6 +49,8 @@ from pytest_sglang_perf.measurement.client import (
     connect_failure,
     status_failure,
 )
+from pytest_sglang_perf.measurement.kernel_stamps import available as stamps_available
+from pytest_sglang_perf.measurement.stamped_transport import open_stamped
 
 _MAX_HEAD = 65536
 _TERMINATOR = b"\r\n0\r\n\r\n"
@@ -55,7 +62,7 @@ _EMPTY_BODY = _TERMINATOR[2:]
 class Endpoint:
     """Where the chat requests go, and the bytes of a request before its body."""
 
-    def __init__(self, base_url: str, api_key: str | None) -> None:
+    def __init__(self, base_url: str, api_key: str | None, *, kernel_stamps: bool = True) -> None:
         parts = urlsplit(base_url.rstrip("/") + CHAT_PATH)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"expected an http(s):// URL, got {base_url!r}")
@@ -66,6 +73,9 @@ class Endpoint:
         auth = f"Authorization: Bearer {api_key}\r\n" if api_key else ""
         named = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address in brackets; no user:password
         host = named if parts.port is None else f"{named}:{parts.port}"
+        self.kernel_stamps = kernel_stamps and not self.tls and stamps_available()
+        """Whether this endpoint's reads carry the kernel's receive stamps (asked for, and a plain-HTTP connection on
+        Linux), else the event loop's."""
         self._head = (f"POST {parts.path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
                       f"Accept: text/event-stream\r\n{auth}").encode()
 
@@ -77,6 +87,8 @@ class Endpoint:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(timeout):
+                if self.kernel_stamps:
+                    return await open_stamped(self.host, self.port, StreamProtocol)
                 _, protocol = await loop.create_connection(StreamProtocol, self.host, self.port,
                                                            ssl=True if self.tls else None)
         except TimeoutError:
@@ -142,7 +154,12 @@ class StreamProtocol(asyncio.Protocol):
         return self._t0
 
     def data_received(self, data: bytes) -> None:
-        t = perf_counter() - self._t0
+        self.received(data, perf_counter())
+
+    def received(self, data: bytes, at: float) -> None:
+        """One read, stamped `at` on `perf_counter()`'s clock: when it reached this host (a connection with kernel
+        receive stamps, stamped_transport.py) or when the loop handed it over (`data_received`)."""
+        t = at - self._t0
         if self._kept is not None:
             self._keep(data, t)
         elif self._outcome is None:
