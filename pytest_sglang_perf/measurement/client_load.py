@@ -25,24 +25,41 @@ class ClientLoad:
     cpu_share: float
     """The measuring process's CPU time / wall time (1.0 = one core busy)."""
     seconds: float
+    reads: int = 0
+    """Socket reads of the measured answers (0: not counted, e.g. the aiohttp reader or an older results file)."""
+    kernel_stamped: int = 0
+    """How many of them carried the kernel's receive stamp (the rest were stamped by the event loop as it handed them
+    over: over TLS, off Linux, or before the kernel's stamping was on; docs/client-measurement.md)."""
 
     @property
     def behind(self) -> bool:
         return self.lag_p99 > LAG_LIMIT
 
     def describe(self) -> str:
-        """`client lag p50/p99/max 0.02/0.09/0.4 ms, 12% of a core`."""
+        """`client lag p50/p99/max 0.02/0.09/0.4 ms, 12% of a core` and, when the reads were counted, whose stamps
+        they carried: `, kernel stamps` (all of them), `, loop stamps` (none), `, kernel stamps on 97% of reads`."""
         lags = "/".join(f"{v * 1000:.2f}" for v in (self.lag_p50, self.lag_p99, self.lag_max))
-        return f"client lag p50/p99/max {lags} ms, {self.cpu_share:.0%} of a core"
+        return f"client lag p50/p99/max {lags} ms, {self.cpu_share:.0%} of a core{self._stamps()}"
+
+    def _stamps(self) -> str:
+        if not self.reads:
+            return ""
+        if self.kernel_stamped == self.reads:
+            return ", kernel stamps"
+        if not self.kernel_stamped:
+            return ", loop stamps"
+        return f", kernel stamps on {self.kernel_stamped / self.reads:.0%} of reads"
 
     def to_dict(self) -> dict[str, Any]:
+        counted = {"reads": self.reads, "kernel_stamped": self.kernel_stamped} if self.reads else {}
         return {"lag_p50": self.lag_p50, "lag_p99": self.lag_p99, "lag_max": self.lag_max, "probes": self.probes,
-                "cpu_share": self.cpu_share, "seconds": self.seconds}
+                "cpu_share": self.cpu_share, "seconds": self.seconds, **counted}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ClientLoad:
         return cls(lag_p50=float(data["lag_p50"]), lag_p99=float(data["lag_p99"]), lag_max=float(data["lag_max"]),
-                   probes=int(data["probes"]), cpu_share=float(data["cpu_share"]), seconds=float(data["seconds"]))
+                   probes=int(data["probes"]), cpu_share=float(data["cpu_share"]), seconds=float(data["seconds"]),
+                   reads=int(data.get("reads", 0)), kernel_stamped=int(data.get("kernel_stamped", 0)))
 
 
 def combined(loads: list[ClientLoad]) -> ClientLoad | None:
@@ -53,4 +70,5 @@ def combined(loads: list[ClientLoad]) -> ClientLoad | None:
     return ClientLoad(lag_p50=max(load.lag_p50 for load in loads), lag_p99=max(load.lag_p99 for load in loads),
                       lag_max=max(load.lag_max for load in loads), probes=sum(load.probes for load in loads),
                       cpu_share=sum(load.cpu_share * load.seconds for load in loads) / seconds if seconds else 0.0,
-                      seconds=seconds)
+                      seconds=seconds, reads=sum(load.reads for load in loads),
+                      kernel_stamped=sum(load.kernel_stamped for load in loads))

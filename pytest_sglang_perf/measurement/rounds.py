@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 import aiohttp
@@ -65,12 +65,14 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
             auto_decompress=False) as session:
         endpoint = Endpoint(base_url, api_key, kernel_stamps=reader != "wire-loop-stamps")
         pool: list[StreamProtocol] = []
+        counted = StampCount()
         try:
             for index in range(warmup + count):
                 if flush is not None:
                     await flush.run(session, base_url)
                 if reader != "aiohttp":
-                    streams = await _wire_round(endpoint, pool, bodies, requests, timeout, cost, defer)
+                    streams = await _wire_round(endpoint, pool, bodies, requests, timeout, cost, defer,
+                                                counted if index >= warmup else None)
                 else:
                     streams = await _aiohttp_round(session, endpoint.url, bodies, requests)
                 if index >= warmup:
@@ -78,8 +80,21 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
         finally:
             _close(pool)
     if loads is not None and monitor.load is not None:
-        loads.append(monitor.load)
+        loads.append(replace(monitor.load, reads=counted.reads, kernel_stamped=counted.kernel_stamped))
     return rounds
+
+
+@dataclass
+class StampCount:
+    """The measured rounds' reads (the bare-connection reader only), and how many carried the kernel's receive
+    stamp: the results file's `client.reads` and `client.kernel_stamped`."""
+
+    reads: int = 0
+    kernel_stamped: int = 0
+
+    def add(self, protocols: Sequence[StreamProtocol]) -> None:
+        self.reads += sum(protocol.reads for protocol in protocols)
+        self.kernel_stamped += sum(protocol.kernel_reads for protocol in protocols)
 
 
 DEFER_BUDGET = 256 * 1024 * 1024
@@ -96,7 +111,7 @@ def deferred(requests: Sequence[ChatRequest]) -> bool:
 
 async def _wire_round(endpoint: Endpoint, pool: list[StreamProtocol], bodies: Sequence[bytes],
                       requests: Sequence[ChatRequest], timeout: float, cost: ReadCost | None,
-                      defer: bool) -> list[StreamRecord]:
+                      defer: bool, counted: StampCount | None) -> list[StreamRecord]:
     """Every stream of one round on a kept-alive connection of its own (`pool`: opened before the round when it
     has none, or the server closed it), then all sent at once; the answers are read once the last has ended (a
     deferred answer is parsed only then, when no stream is left whose stamps its parsing could delay). On a
@@ -110,6 +125,8 @@ async def _wire_round(endpoint: Endpoint, pool: list[StreamProtocol], bodies: Se
         await _all_ended(protocols, requests, endpoint.url, timeout)
         streamed, wall = time.process_time(), time.perf_counter() - wall
         records = [protocol.outcome() for protocol in protocols]
+        if counted is not None:
+            counted.add(protocols)
     except BaseException:
         _close(pool)
         raise

@@ -1,11 +1,11 @@
 """A plain TCP connection whose every read carries the kernel's receive stamp (kernel_stamps.py).
 
 The event loop's own transports read with `recv()`, which drops the stamp, so this one reads with `recvmsg()` in an
-`add_reader` callback and hands its protocol `received(data, at)`: the bytes and when they reached this host, on
-`perf_counter()`'s clock (the loop's own time of the read when the kernel gave no stamp). It has what wire.py's
-StreamProtocol asks of a transport (`write`, `close`, `get_extra_info("socket")`) and calls the protocol as an
-asyncio transport would (`connection_made`; `eof_received`, after which it closes; `connection_lost` on the
-loop's next turn). TLS connections keep the loop's transport and its stamps.
+`add_reader` callback and hands its protocol `received(data, at, kernel)`: the bytes and when they reached this
+host, on `perf_counter()`'s clock (`kernel` False: the loop's own time of the read, when the kernel gave no stamp).
+It has what wire.py's StreamProtocol asks of a transport (`write`, `close`, `get_extra_info("socket")`) and calls
+the protocol as an asyncio transport would (`connection_made`; `eof_received`, after which it closes;
+`connection_lost` on the loop's next turn). TLS connections keep the loop's transport and its stamps.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ class Receiver(Protocol):
 
     def connection_made(self, transport: Any) -> None: ...
 
-    def received(self, data: bytes, at: float) -> None: ...
+    def received(self, data: bytes, at: float, kernel: bool) -> None: ...
 
     def eof_received(self) -> bool | None: ...
 
@@ -147,8 +147,9 @@ class StampedTransport:
                     clock.refresh()
                 arrived = seconds + nanoseconds * 1e-9 + clock.offset
                 if arrived < now:
-                    now = arrived
-        self._received(data, now)
+                    self._received(data, arrived, True)
+                    return
+        self._received(data, now, False)
 
     def _lose(self, exc: Exception | None) -> None:
         """Stop reading and writing, close the socket, and tell the protocol on the loop's next turn (once)."""

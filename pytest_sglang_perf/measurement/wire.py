@@ -120,6 +120,8 @@ class StreamProtocol(asyncio.Protocol):
         self._ends = array("q")
         self._stamps = array("d")
         self._acc = StreamAccumulator()
+        self.reads = 0
+        self.kernel_reads = 0
         self._chat, self._url = chat, url
         self._t0 = 0.0
         self._buffer = b""
@@ -156,9 +158,13 @@ class StreamProtocol(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         self.received(data, perf_counter())
 
-    def received(self, data: bytes, at: float) -> None:
-        """One read, stamped `at` on `perf_counter()`'s clock: when it reached this host (a connection with kernel
-        receive stamps, stamped_transport.py) or when the loop handed it over (`data_received`)."""
+    def received(self, data: bytes, at: float, kernel: bool = False) -> None:
+        """One read, stamped `at` on `perf_counter()`'s clock: when it reached this host (`kernel`: a connection with
+        kernel receive stamps, stamped_transport.py) or when the loop handed it over (`data_received`). The answer's
+        reads and its kernel-stamped ones are counted (`reads`, `kernel_reads`)."""
+        self.reads += 1
+        if kernel:
+            self.kernel_reads += 1
         t = at - self._t0
         if self._kept is not None:
             self._keep(data, t)

@@ -11,6 +11,9 @@ from typing import Any
 import pytest
 from perf_project import LOOSE, write_project
 
+from pytest_sglang_perf.measurement import kernel_stamps
+
+KERNEL_STAMPS = kernel_stamps.available()
 SIM = ["--sim-decode-tok-s", "500", "--sim-ttft", "0.05", "--sim-boot-seconds", "0.3"]
 """500 tok/s a stream: one 40-token round lasts ~0.13 s, long enough for the batch to form."""
 REQUEST = 'max_tokens = 40\nrepeats = 3\nwarmup = 1\nslo = {ttft = "2s", tpot = "100ms"}\n'
@@ -64,6 +67,10 @@ def test_each_level_is_a_cell_and_the_batch_raises_aggregate_throughput(swept: p
     assert set(most["load"]["latency_percentiles"]) == {"ttft", "tpot", "itl"}
     assert most["load"]["slo_attainment"] == 1.0 and most["summaries"]["goodput"]["median"] > 0
     assert all(_all_in_flight_together(c["samples"]) for c in (four, most))  # the client held no stream back
+    client = most["client"]  # every measured read counted; on Linux, stamped by the kernel as it arrived
+    assert client["reads"] >= 8 * 3 * 40 // 4 and 0 <= client["kernel_stamped"] <= client["reads"]
+    if KERNEL_STAMPS:
+        assert client["kernel_stamped"] >= 0.9 * client["reads"], client
 
     [baseline] = (swept.path / "baselines").glob("*.json")
     entries = json.loads(baseline.read_text())["entries"]

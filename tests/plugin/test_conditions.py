@@ -84,7 +84,8 @@ def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: py
     ignoring.assert_outcomes(failed=1)  # the same regression, the conditions not used: red, and they are shown
     shown = _flat(ignoring)
     assert "regressed" in shown
-    found = re.search(r"conditions: client lag p50/p99/max [\d./]+ ms, \d+% of a core; host: server waited for a CPU "
+    found = re.search(r"conditions: client lag p50/p99/max [\d./]+ ms, \d+% of a core"
+                      r"(?:, kernel stamps(?: on \d+% of reads)?|, loop stamps); host: server waited for a CPU "
                       r"(\d+)% of the time, client (\d+)%; ([\d.]+) other runnable tasks "
                       rf"on {os.cpu_count()} cores, \d+% busy, steal \d+%, iowait \d+%, load [\d.]+", shown)
     assert found, shown

@@ -47,6 +47,20 @@ def test_rounds_combine_to_the_worst_lag_and_the_overall_cpu_share() -> None:
     assert combined([]) is None
 
 
+def test_the_reads_stamps_are_said_summed_and_kept_only_when_counted() -> None:
+    lags = (0.0001, 0.0002, 0.0003, 10, 0.5, 1.0)
+    uncounted = ClientLoad(*lags)
+    assert uncounted.describe().endswith("50% of a core") and "reads" not in uncounted.to_dict()
+    assert ClientLoad.from_dict(uncounted.to_dict()) == uncounted  # a results file from before the counts
+    kernel, loop = ClientLoad(*lags, reads=90, kernel_stamped=90), ClientLoad(*lags, reads=10, kernel_stamped=0)
+    assert kernel.describe().endswith("50% of a core, kernel stamps")
+    assert loop.describe().endswith("50% of a core, loop stamps")
+    both = combined([kernel, loop])
+    assert both is not None and (both.reads, both.kernel_stamped) == (100, 90)
+    assert both.describe().endswith(", kernel stamps on 90% of reads")
+    assert ClientLoad.from_dict(both.to_dict()) == both
+
+
 def test_a_result_whose_client_fell_behind_is_listed_with_a_warning() -> None:
     sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
     params = RequestParams("p", 100, 0.6, 0, 1, 0)

@@ -29,6 +29,7 @@ class Recorder:
     def __init__(self) -> None:
         self.reads: list[tuple[bytes, float, float]] = []
         """(data, its stamp, perf_counter() when the loop handed it over)."""
+        self.kernel: list[bool] = []
         self.events: list[str] = []
         self.transport: Any = None
         self.lost: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
@@ -37,8 +38,9 @@ class Recorder:
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
 
-    def received(self, data: bytes, at: float) -> None:
+    def received(self, data: bytes, at: float, kernel: bool) -> None:
         self.reads.append((data, at, perf_counter()))
+        self.kernel.append(kernel)
         if not self.read_once.done():
             self.read_once.set_result(None)
 
@@ -107,7 +109,7 @@ def test_a_read_is_stamped_when_it_arrived_not_when_the_busy_loop_got_to_it(run:
             await asyncio.wait_for(recorder.read_once, 5)
             recorder.transport.close()
         (data, at, handed), = recorder.reads
-        assert data == b"chunk"
+        assert data == b"chunk" and recorder.kernel == [True]
         return sent, at, handed
 
     sent, at, handed = run(scenario())
@@ -265,6 +267,7 @@ def test_a_stream_protocol_reads_through_the_stamped_transport(listener: socket.
             record = await asyncio.wait_for(protocol.finished(), 5)
             protocol.close()
         assert record.text == "aa"
+        assert protocol.reads == protocol.kernel_reads >= 3  # head and chunk, chunk, the end: three sends
         return second - t0, list(record.chunk_times)
 
     second, times = asyncio.run(scenario())
