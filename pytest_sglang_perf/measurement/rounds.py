@@ -94,7 +94,7 @@ class StampCount:
 
     def add(self, protocols: Sequence[StreamProtocol]) -> None:
         self.reads += sum(protocol.reads for protocol in protocols)
-        self.kernel_stamped += sum(protocol.kernel_reads for protocol in protocols)
+        self.kernel_stamped += sum(protocol.kernel_stamped for protocol in protocols)
 
 
 DEFER_BUDGET = 256 * 1024 * 1024

@@ -1,7 +1,7 @@
 """A streamed chat request on a bare asyncio connection: the reader behind every measurement (rounds.py; one stream
 is a round of one).
 
-Each read is handled in the protocol's `received(data, at)`: its stamp first, then HTTP/1.1 chunked
+Each read is handled in the protocol's `received(data, at, kernel)`: its stamp first, then HTTP/1.1 chunked
 decoding (an index walk over the read, however many chunks it holds) and one SSE split per read, into the same
 `StreamAccumulator` the aiohttp reader (client.py) feeds, so both judge a stream alike. There is no response object,
 stream reader, async iterator or task wake-up per read: measured side by side (docs/client-measurement.md), this
@@ -121,7 +121,7 @@ class StreamProtocol(asyncio.Protocol):
         self._stamps = array("d")
         self._acc = StreamAccumulator()
         self.reads = 0
-        self.kernel_reads = 0
+        self.kernel_stamped = 0
         self._chat, self._url = chat, url
         self._t0 = 0.0
         self._buffer = b""
@@ -161,10 +161,10 @@ class StreamProtocol(asyncio.Protocol):
     def received(self, data: bytes, at: float, kernel: bool = False) -> None:
         """One read, stamped `at` on `perf_counter()`'s clock: when it reached this host (`kernel`: a connection with
         kernel receive stamps, stamped_transport.py) or when the loop handed it over (`data_received`). The answer's
-        reads and its kernel-stamped ones are counted (`reads`, `kernel_reads`)."""
+        reads and its kernel-stamped ones are counted (`reads`, `kernel_stamped`)."""
         self.reads += 1
         if kernel:
-            self.kernel_reads += 1
+            self.kernel_stamped += 1
         t = at - self._t0
         if self._kept is not None:
             self._keep(data, t)
