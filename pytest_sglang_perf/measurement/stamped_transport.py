@@ -11,7 +11,9 @@ the protocol as an asyncio transport would (`connection_made`; `eof_received`, a
 from __future__ import annotations
 
 import asyncio
+import select
 import socket
+import weakref
 from collections.abc import Callable
 from time import perf_counter
 from typing import Any, Protocol, TypeVar
@@ -82,7 +84,8 @@ class StampedTransport:
         self._pending = bytearray()
         self._closed = False
         protocol.connection_made(self)
-        loop.add_reader(self._fd, self._readable)
+        self._poller = _poller(loop)
+        self._poller.add(self._fd, self._readable)
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return self._sock if name == "socket" else default
@@ -156,9 +159,57 @@ class StampedTransport:
         if self._closed:
             return
         self._closed = True
-        self._loop.remove_reader(self._fd)
+        self._poller.remove(self._fd)
         if self._pending:
             self._loop.remove_writer(self._fd)
             self._pending.clear()
         self._sock.close()
         self._loop.call_soon(self._protocol.connection_lost, exc)
+
+
+class _Poller:
+    """The loop's stamped connections on one epoll of their own, which the loop watches: each time it is ready, one
+    callback reads every ready socket. Not the loop's `add_reader` per socket: uvloop (libuv) does not call a reader
+    whose socket reports an error (a connection reset by the server), so the read that says "reset" would never
+    come and the stream would wait out its timeout; an epoll of our own reports it as an event like any other."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._epoll: select.epoll | None = None
+        self._readers: dict[int, Callable[[], None]] = {}
+
+    def add(self, fd: int, reader: Callable[[], None]) -> None:
+        if self._epoll is None:
+            self._epoll = select.epoll()
+            self._loop.add_reader(self._epoll.fileno(), self._ready)
+        self._epoll.register(fd, select.EPOLLIN)
+        self._readers[fd] = reader
+
+    def remove(self, fd: int) -> None:
+        if self._readers.pop(fd, None) is None or self._epoll is None:
+            return
+        self._epoll.unregister(fd)
+        if not self._readers:
+            self._loop.remove_reader(self._epoll.fileno())
+            self._epoll.close()
+            self._epoll = None
+
+    def _ready(self) -> None:
+        if self._epoll is None:
+            return
+        readers = self._readers
+        for fd, _ in self._epoll.poll(0):
+            reader = readers.get(fd)
+            if reader is not None:
+                reader()
+
+
+_POLLERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Poller] = weakref.WeakKeyDictionary()
+
+
+def _poller(loop: asyncio.AbstractEventLoop) -> _Poller:
+    """The loop's poller (made on its first connection)."""
+    poller = _POLLERS.get(loop)
+    if poller is None:
+        poller = _POLLERS[loop] = _Poller(loop)
+    return poller
