@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import socket
+import struct
 import time
 from collections.abc import Callable, Coroutine, Iterator
 from time import perf_counter
@@ -127,7 +128,10 @@ def test_the_loop_stamped_reader_is_late_by_the_loops_delay(listener: socket.soc
         protocol = await endpoint.connect(5.0)
         assert not isinstance(protocol.transport, StampedTransport)
         stamps: list[float] = []
-        protocol.received = lambda data, at: stamps.append(at)  # type: ignore[method-assign]
+        def keep(data: bytes, at: float, kernel: bool = False) -> None:
+            stamps.append(at)
+
+        protocol.received = keep  # type: ignore[method-assign]
         peer, _ = listener.accept()
         with peer:
             sent = perf_counter()
@@ -272,3 +276,20 @@ def test_a_stream_protocol_reads_through_the_stamped_transport(listener: socket.
 
     second, times = asyncio.run(scenario())
     assert -1e-4 < times[1] - second < BUSY / 3, times
+
+
+@pytest.mark.parametrize("run", _loops())
+def test_a_reset_that_comes_with_the_data_is_reported(run: Runner, listener: socket.socket) -> None:
+    """The server writes and resets at once: the data is read, then the reset is lost. (With a reader per socket on
+    uvloop's `add_reader` the reset was never reported, and a stream waited out its whole timeout.)"""
+
+    async def scenario() -> tuple[list[bytes], Exception | None]:
+        recorder, peer = await _connected(listener)
+        peer.sendall(b"chunk")
+        peer.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        peer.close()  # a reset, not a clean close
+        lost = await asyncio.wait_for(recorder.lost, 5)
+        return [data for data, _, _ in recorder.reads], lost
+
+    reads, lost = run(scenario())
+    assert b"".join(reads) == b"chunk" and isinstance(lost, ConnectionResetError)
