@@ -16,6 +16,7 @@ from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import Settings
 from pytest_sglang_perf.gate.baseline import BaselineEntry, EntryKey
 from pytest_sglang_perf.gate.compare import GatePolicy
+from pytest_sglang_perf.gate.conditions import withheld_text
 from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.gate.ledger import Ledger
 from pytest_sglang_perf.gate.recording import RecordedRun, Recorder, build_entry, recorded_source
@@ -81,22 +82,24 @@ class SessionBaselines:
         self.ledger.forget(variant)
 
     def offered(self, records: Sequence[CellRecord],
-                disturbed: Callable[[Result], bool] = lambda result: False) -> list[CellRecord]:
+                disturbed: Callable[[Result], str | None] = lambda result: None) -> list[CellRecord]:
         """Each cell with the entry it offers `sglang-perf baseline accept` in the results file: a recorded cell the
         very entry it wrote (every boot of --sglang-boots N; none when a later boot failed and nothing was written,
         or when a later check of the same test x variant replaced it); a gated cell the entry recording it would
-        have written, none when it was measured under `disturbed` conditions (recording it would have been
-        refused)."""
+        have written, none when it was measured under disturbed conditions (`disturbed` says why; recording it
+        would have been refused), and then `withheld` says so."""
         offered: list[CellRecord] = []
         seen: set[EntryKey] = set()
         for record in reversed(records):
             key = (record.cell.test_id, record.cell.variant)
+            why = None if record.cell.updated or record.result is None else disturbed(record.result)
             if record.cell.updated:
                 entry = self._written(key, seen)
             else:
-                entry = None if record.result is None or disturbed(record.result) else self._would_write(record)
+                entry = None if record.result is None or why is not None else self._would_write(record)
             seen.add(key)
-            offered.append(replace(record, entry=None if entry is None else entry.to_dict()))
+            offered.append(replace(record, entry=None if entry is None else entry.to_dict(),
+                                   withheld=None if why is None else withheld_text(why)))
         return offered[::-1]
 
     def _written(self, key: EntryKey, seen: set[EntryKey]) -> BaselineEntry | None:

@@ -16,7 +16,7 @@ from functools import cached_property
 
 from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.gate.compare import Cell, Verdict
-from pytest_sglang_perf.gate.conditions import DisturbedRecording, disturbance, wait_for_calm
+from pytest_sglang_perf.gate.conditions import DisturbedRecording, disturbance, wait_for_calm, withheld_text
 from pytest_sglang_perf.gate.environment import detect_gpus
 from pytest_sglang_perf.gate.precheck import precheck
 from pytest_sglang_perf.live import Live
@@ -92,9 +92,8 @@ class SessionConditions:
         if why is not None:
             refused()
             raise DisturbedRecording(
-                f"sglang-perf: the baseline of {test_id} [{result.variant}] was NOT recorded: it was measured under "
-                f"disturbed conditions ({why}); re-run when the host is calm, or add --sglang-ignore-conditions to "
-                "record it anyway")
+                f"sglang-perf: the baseline of {test_id} [{result.variant}] was NOT recorded: it was "
+                f"{withheld_text(why)}")
 
     def remeasure(self, first: Result, again: Callable[[], Result], run: VariantRun) -> Result:
         """The confirmation re-measure of a regression; when the first measurement was disturbed, after waiting a

@@ -89,7 +89,7 @@ def results_document(session: PerfSession) -> dict[str, Any]:
     probe = session.roofline.probe
     machine["probe"] = None if probe is None else probe.to_dict()
     runs = session.runs.values()
-    offered = session.baselines.offered(session.records, lambda result: session.conditions.why(result) is not None)
+    offered = session.baselines.offered(session.records, session.conditions.why)
     return document(offered, session.environment.facts, server_records(runs),
                     errored_variants(runs), simulated=session.options.simulate, machine=machine,
                     baselines=session.baselines.ledger.to_dict(collected_cells(session)))

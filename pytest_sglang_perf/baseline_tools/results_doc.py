@@ -29,7 +29,8 @@ class OfferedCell:
     stale: tuple[str, ...] = ()
     """What differed from the baseline the cell was judged against (a `stale` cell)."""
     skipped: str | None = None
-    """Why the cell offers no entry although it was measured (see KEPT_BY_NEW)."""
+    """Why the cell offers no entry although it was measured: KEPT_BY_NEW, or the results file's `withheld` (measured
+    under disturbed conditions)."""
 
 
 KEPT_BY_NEW = ("not recorded by its --sglang-update-baselines=new run (the cell had a baseline and was gated), so "
@@ -81,7 +82,10 @@ def _cell(path: Path, index: int, data: Any, source: Mapping[str, Any], kept_by_
         except BaselineFileError as exc:
             raise ResultsFileError(path, f"{where}: its 'entry' is malformed: {exc.problem}") from None
     stale = tuple(str(s) for s in data["stale"]) if isinstance(data.get("stale"), list) else ()
+    withheld = data.get("withheld")
     skipped = KEPT_BY_NEW if kept_by_new and entry is not None and data.get("updated") is not True else None
+    if entry is None and isinstance(withheld, str):
+        skipped = withheld
     return OfferedCell(test_id, variant, _verdict(data, stale), key, None if skipped else entry, stale, skipped)
 
 

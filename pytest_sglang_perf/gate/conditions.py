@@ -25,6 +25,12 @@ class DisturbedRecording(SGLangPerfError):
     """A baseline measured under disturbed conditions is not recorded."""
 
 
+def withheld_text(why: str) -> str:
+    """Why a measurement does not become a baseline entry, with the way out (`why`: disturbance's text)."""
+    return (f"measured under disturbed conditions ({why}); re-run when the host is calm, or add "
+            "--sglang-ignore-conditions to record it anyway")
+
+
 def disturbance(result: Result, limits: ConditionLimits) -> str | None:
     """Why the conditions of `result` make its numbers doubtful (`host busy: ...`), or None when they were fine or
     not recorded."""

@@ -4,7 +4,9 @@ The file is written atomically (temporary file + rename) with the same stable JS
 A cell's `verdict` is its most severe one: regressed > inconclusive > stale > new > improved > updated > ok,
 except that a cell recorded with --sglang-update-baselines is `updated` and a cell whose baseline is not comparable
 is `stale` (see compare.Cell.verdict); `stale` lists what changed, `confirmation` holds the re-measure of a cell
-whose regression was re-measured (its checks and samples). `errored` lists the variants whose tests measured
+whose regression was re-measured (its checks and samples). `entry` is the baseline entry the cell offers
+`sglang-perf baseline accept`, and `withheld` why a measured cell offers none (measured under disturbed conditions,
+gate/conditions.py). `errored` lists the variants whose tests measured
 nothing because their server never ran (pre-flight or boot failure, see errored.py). Values that are
 not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
 """
@@ -42,6 +44,8 @@ class CellRecord:
     place: CellPlace | None = None
     run: RecordedRun | None = None
     entry: Mapping[str, Any] | None = None
+    withheld: str | None = None
+    """Why a measured cell offers no entry (it was measured under disturbed conditions); None otherwise."""
 
 
 def records_of(cells: Sequence[Cell], results: Mapping[tuple[str, str], Result]) -> list[CellRecord]:
@@ -112,7 +116,7 @@ def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, 
 def _record(record: CellRecord) -> dict[str, Any]:
     return {**_cell(record.cell, record.result, record.confirmation),
             "environment_key": None if record.place is None else record.place.key,
-            "entry": None if record.entry is None else dict(record.entry)}
+            "entry": None if record.entry is None else dict(record.entry), "withheld": record.withheld}
 
 
 def _check(check: MetricCheck) -> dict[str, Any]:

@@ -74,7 +74,8 @@ def test_a_regression_on_a_busy_host_is_inconclusive_with_the_reason(checked: py
     [cell] = json.loads((checked.path / "results.json").read_text())["cells"]
     assert cell["verdict"] == "inconclusive" and cell["disturbed"].startswith("host busy: ")
     assert cell["confirmation"]["host"]["runnable"] > 0  # re-measured (after a bounded wait for calm), still disturbed
-    assert cell["entry"] is None  # a disturbed measurement offers `baseline accept` nothing
+    assert cell["entry"] is None  # a disturbed measurement offers `baseline accept` nothing, and says why
+    assert cell["withheld"].startswith("measured under disturbed conditions (host busy: "), cell["withheld"]
     assert cell["host"]["cores"] == os.cpu_count() and cell["host"]["runnable"] > (os.cpu_count() or 1)
     assert cell["host"]["busy"] > 0.9 and cell["host"]["server_wait"] is not None
     said = _flat(busy)
@@ -104,6 +105,14 @@ def test_a_baseline_measured_on_a_busy_host_is_refused(checked: pytest.Pytester)
     assert cell["verdict"] == "new" and cell["entry"] is None and cell["host"]["runnable"] > 0
     assert ("the baseline of test_perf.py::test_p [default] was NOT recorded: it was measured under disturbed "
             "conditions (host busy: ") in _flat(refused)
+    assert not list((checked.path / "baselines").glob("*.json"))
+    accept = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.cli", "baseline", "accept", "--dir",
+                             "baselines", "--new-environment", "r.json"], cwd=checked.path, capture_output=True,
+                            text=True, timeout=120)
+    assert accept.returncode == 0, accept.stdout + accept.stderr  # nothing refused, nothing to accept: said why
+    assert ("skipped   test_perf.py::test_p [default] (r.json): measured under disturbed conditions (host busy: "
+            in accept.stdout), accept.stdout
+    assert "--sglang-ignore-conditions to record it anyway" in " ".join(accept.stdout.split())
     assert not list((checked.path / "baselines").glob("*.json"))
 
 

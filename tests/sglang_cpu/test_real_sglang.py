@@ -228,9 +228,16 @@ def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
 
 
 def run_pytest(project: Project, name: str, *args: str) -> Run:
-    """`pytest` in the project folder, as a user types it, bounded by RUN_TIMEOUT."""
+    """`pytest` in the project folder, as a user types it, bounded by RUN_TIMEOUT.
+
+    The measurement's conditions are recorded but not used (`--sglang-ignore-conditions`), as everywhere in this
+    suite but the tests about them (conftest.py): on a busy 2-core CI a real cell is now and then measured under
+    "disturbed" conditions (once, the client's event-loop lag p99 over 5 ms or other tasks on the cores), and its
+    results file then rightly offers `baseline accept` no entry: the cycle these tests follow would lose a baseline
+    for a reason that is the CI host's, not the plugin's. The project's tolerances (_pyproject) are wide for the same
+    host, so that an unchanged server is not red without them."""
     argv = [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-v", f"--sglang-log-dir=logs-{name}",
-            f"--sglang-results=results-{name}.json", *args]
+            f"--sglang-results=results-{name}.json", "--sglang-ignore-conditions", *args]
     # The plugin's own SGLANG_PERF_* settings (e.g. SGLANG_PERF_SIMULATE=1 in a developer's shell) stay outside.
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PERF_") and k != "PYTEST_ADDOPTS"}
     env[RECORD_VAR] = str(project.record_file)
@@ -549,6 +556,10 @@ def test_a_real_runs_results_leave_the_terminal_and_are_accepted_as_baselines(
     assert float(props["sglang_perf.output_throughput.measured"]) > 0
     doc = json.loads((path / "results-gated.json").read_text())
     assert doc["machine"]["label"] == "the machine that measured these numbers" and doc["machine"]["cpu_count"]
+    [cell] = [c for c in doc["cells"] if c["test_id"].endswith("test_red_black_tree")]
+    # the conditions are recorded though not used (run_pytest); real SGLang's stream is read with kernel stamps
+    assert cell["host"]["cores"] == len(os.sched_getaffinity(0)) and cell["client"]["lag_p99"] is not None
+    assert cell["client"]["kernel_stamped"] >= 0.9 * cell["client"]["reads"] > 0, cell["client"]
     folder = path / "accepted"
     accept = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.cli", "baseline", "accept", "--dir",
                              str(folder), "--new-environment", "results-gated.json"], cwd=path, capture_output=True,

@@ -13,6 +13,7 @@ from baseline_docs import KEY, REAL_KEY, entries_of, make_entry, result_cell, re
 
 from pytest_sglang_perf import cli
 from pytest_sglang_perf.gate.baseline_parse import load_entries
+from pytest_sglang_perf.gate.conditions import withheld_text
 from pytest_sglang_perf.gate.store import BaselineStore
 
 A = "tests/test_x.py::test_a"
@@ -116,6 +117,25 @@ def test_a_cell_that_measured_nothing_is_skipped_and_a_dry_run_writes_nothing(
     assert f"skipped {B} [default] (r.json): nothing measured, no entry to accept" in out
     assert f"would update {A} [default] in {KEY}.json (from r.json)" in out
     assert out.endswith("0 created, 1 updated, 0 refused, 1 skipped (dry run: nothing written)")
+    assert (folder / f"{KEY}.json").read_bytes() == before
+
+
+def test_a_cell_measured_under_disturbed_conditions_is_skipped_with_the_reason(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A gated cell measured on a busy host offers no entry; the results file says why, and so does accept (not
+    "nothing measured": it was measured)."""
+    folder = _folder(tmp_path)
+    before = (folder / f"{KEY}.json").read_bytes()
+    why = withheld_text("the client fell behind: event-loop lag p99 7.2 ms (limit 5 ms)")
+    results = write_doc(tmp_path / "r.json", results_doc([{**result_cell(None, test_id=B), "withheld": why}]))
+    code, out, _ = _accept(capsys, results, "--dir", folder)
+    assert code == 0, out
+    flat = " ".join(out.split())
+    assert (f"skipped {B} [default] (r.json): measured under disturbed conditions (the client fell behind: "
+            "event-loop lag p99 7.2 ms (limit 5 ms)); re-run when the host is calm, or add "
+            "--sglang-ignore-conditions to record it anyway") in flat, out
+    assert "nothing measured" not in out
+    assert flat.endswith("0 created, 0 updated, 0 refused, 1 skipped; nothing written")
     assert (folder / f"{KEY}.json").read_bytes() == before
 
 
