@@ -71,10 +71,28 @@ def test_a_result_whose_client_fell_behind_is_listed_with_a_warning() -> None:
             "core; THE CLIENT FELL BEHIND (lag p99 above 1 ms): these timings include its own delay") in lines
     brief = " ".join(" ".join(load_lines([("t.py::t", result)], simulated=False, verbose=False)).split())
     assert brief == ("sglang-perf: the client fell behind in 1 one-stream cell(s) (event-loop lag p99 above 1 ms): "
-                     "their timings include its own delay (-v names them)")
+                     "their timings may be off by up to that lag (-v names them and says how)")
     calm = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
                   client=ClientLoad(0.00001, 0.0001, 0.0002, 100, 0.1, 1.0))
     assert load_lines([("t.py::t", calm)], simulated=False) == []
+
+
+@pytest.mark.parametrize(("reads", "stamped", "effect"), [
+    (0, 0, "these timings include its own delay"),  # not counted (the aiohttp reader, an older results file)
+    (50, 0, "these timings include its own delay"),  # loop stamps: taken when the loop got to each read
+    (50, 50, "chunks that reached it while it was behind were read together and share the last one's stamp"),
+    (50, 40, "its loop-stamped reads (20%) include its delay, and chunks that reached it while it was behind were "
+             "read together and share the last one's stamp"),
+])
+def test_what_falling_behind_did_depends_on_whose_stamps_the_reads_carried(reads: int, stamped: int,
+                                                                             effect: str) -> None:
+    sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
+    params = RequestParams("p", 100, 0.6, 0, 4, 0)
+    client = ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0, reads=reads, kernel_stamped=stamped)
+    result = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
+                    client=client)
+    lines = " ".join(" ".join(load_lines([("t.py::t", result)], simulated=False)).split())
+    assert lines.endswith(f"; THE CLIENT FELL BEHIND (lag p99 above 1 ms): {effect}"), lines
 
 
 def test_the_tail_lag_is_never_one_late_probe() -> None:
