@@ -48,7 +48,8 @@ class NVMLError(Exception):
 
 
 def _state() -> dict[str, Any]:
-    return json.loads(Path(os.environ["FAKE_NVML_STATE"]).read_text())
+    state: dict[str, Any] = json.loads(Path(os.environ["FAKE_NVML_STATE"]).read_text())
+    return state
 
 
 def _gpu(handle: int) -> dict[str, Any]:
@@ -76,7 +77,7 @@ def nvmlDeviceGetHandleByIndex(index: int) -> int:
 
 
 def nvmlDeviceGetName(handle: int) -> bytes:
-    return _gpu(handle)["name"].encode()
+    return str(_gpu(handle)["name"]).encode()
 
 
 def nvmlDeviceGetClockInfo(handle: int, clock: int) -> int:

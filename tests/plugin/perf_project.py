@@ -19,7 +19,7 @@ LOOSE = "[tool.sglang_perf.tolerance]\n" + "\n".join(
 """Tolerances for runs whose point is not the gate. A busy 2-core CI moves a 20 ms simulated TTFT by tens of percent
 between two runs seconds apart (+45% was seen, and held on the re-measure); tests of other things must not turn
 that into a verdict. Tests of the gate itself set their own tolerances."""
-TINY_CONFIG = {
+TINY_CONFIG: dict[str, Any] = {
     "architectures": ["LlamaForCausalLM"],
     "model_type": "llama",
     "hidden_size": 256,

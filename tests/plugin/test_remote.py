@@ -14,10 +14,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from perf_project import FAST_SIM, LOOSE, TINY_CONFIG, write_project
 
 from pytest_sglang_perf import cli
 from pytest_sglang_perf.server.ports import free_port
-from tests.plugin.perf_project import FAST_SIM, LOOSE, TINY_CONFIG, write_project
 
 KEY = "remote-secret"
 TEST = """

@@ -13,8 +13,7 @@ import re
 from pathlib import Path
 
 import pytest
-
-from tests.plugin.perf_project import FAST_SIM, LOOSE, fake_gpu_host, write_project
+from perf_project import FAST_SIM, LOOSE, fake_gpu_host, write_project
 
 pytest.importorskip("xdist")
 
@@ -84,7 +83,7 @@ def test_workers_claim_disjoint_gpus_and_boot_each_variant_once(pytester: pytest
 
 
 def _entries(folder: Path) -> set[tuple[str, str]]:
-    found = set()
+    found: set[tuple[str, str]] = set()
     for path in folder.glob("*.json"):
         for test_id, variants in json.loads(path.read_text())["entries"].items():
             found.update((test_id, variant) for variant in variants)
@@ -124,7 +123,7 @@ def test_dist_each_is_refused_and_other_modes_keep_a_variant_on_one_worker(pytes
     by_file = pytester.runpytest_subprocess("-n", "2", "--dist", "loadfile", "--sglang-simulate",
                                             "--sglang-log-dir", "logs", "-v")
     by_file.assert_outcomes(passed=8)
-    workers = {}
+    workers: dict[str, set[str]] = {}
     for line in by_file.stdout.lines:
         found = re.search(r"\[(gw\d)\] .*PASSED (test_perf\.py::test_\w+\[(\w+)\])", line)
         if found:

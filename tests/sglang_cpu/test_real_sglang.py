@@ -553,7 +553,7 @@ def test_a_real_runs_results_leave_the_terminal_and_are_accepted_as_baselines(
     assert "`output_throughput`" in report and "tok/s" in report
     props = {p.get("name"): p.get("value") for p in ET.parse(path / "junit-gated.xml").iter("property")}
     assert props["sglang_perf.variant"] == "default" and props["sglang_perf.simulated"] == "False"
-    assert float(props["sglang_perf.output_throughput.measured"]) > 0
+    assert float(props["sglang_perf.output_throughput.measured"] or "nan") > 0
     doc = json.loads((path / "results-gated.json").read_text())
     assert doc["machine"]["label"] == "the machine that measured these numbers" and doc["machine"]["cpu_count"]
     [cell] = [c for c in doc["cells"] if c["test_id"].endswith("test_red_black_tree")]

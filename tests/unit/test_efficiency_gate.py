@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from pytest_sglang_perf.gate.compare import MetricCheck, Verdict, check_all
@@ -35,8 +37,9 @@ def test_the_share_is_higher_is_better_and_printed_as_a_percentage() -> None:
     assert format_value(EFFICIENCY, 0.8312) == "83.1%"
 
 
-RECORD = {"efficiency": 0.5, "ceiling_tok_s": 100.0, "bytes_exact": False,
-          "bandwidth": {"gb_s": 4200.0, "source": "measured", "gpu": "NVIDIA H200", "detail": ""},
+BANDWIDTH: dict[str, object] = {"gb_s": 4200.0, "source": "measured", "gpu": "NVIDIA H200", "detail": ""}
+RECORD: dict[str, Any] = {"efficiency": 0.5, "ceiling_tok_s": 100.0, "bytes_exact": False,
+          "bandwidth": BANDWIDTH,
           "step_bytes": {"target": 15.0e9, "draft": 0.0, "kv": 0.08e9}}
 
 
@@ -45,8 +48,8 @@ def _check(verdict: Verdict, measured: float | None = 0.5) -> MetricCheck:
 
 
 @pytest.mark.parametrize(("change", "expected"), [
-    ({"bandwidth": {**RECORD["bandwidth"], "source": "datasheet"}}, "bandwidth source was 'measured', now 'datasheet'"),
-    ({"bandwidth": {**RECORD["bandwidth"], "gpu": "NVIDIA H100"}}, "bandwidth gpu was 'NVIDIA H200'"),
+    ({"bandwidth": {**BANDWIDTH, "source": "datasheet"}}, "bandwidth source was 'measured', now 'datasheet'"),
+    ({"bandwidth": {**BANDWIDTH, "gpu": "NVIDIA H100"}}, "bandwidth gpu was 'NVIDIA H200'"),
     ({"bytes_exact": True}, "bytes were estimated, now exact"),
     ({"step_bytes": {"target": 15.2e9, "draft": 0.0, "kv": 0.08e9}}, "were 15.00 GB, now 15.20 GB"),
 ])
@@ -70,7 +73,7 @@ def test_a_regression_against_a_ceiling_on_other_grounds_is_inconclusive() -> No
 
 def test_the_same_grounds_compare_even_when_the_bandwidth_moved() -> None:
     """A measured bandwidth that moved is what the gate is for: same source, same GPU, same bytes."""
-    moved = {**RECORD, "bandwidth": {**RECORD["bandwidth"], "gb_s": 4400.0}, "efficiency": 0.45}
+    moved = {**RECORD, "bandwidth": {**BANDWIDTH, "gb_s": 4400.0}, "efficiency": 0.45}
     assert basis_difference(RECORD, moved) is None
     assert basis_difference(RECORD, {"unavailable": "no GPU"}) is None
 

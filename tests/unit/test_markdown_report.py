@@ -243,7 +243,8 @@ def test_each_cells_conditions_and_the_reason_a_disturbed_one_did_not_fail() -> 
     first, second = doc["cells"]
     first["disturbed"] = "another process on GPU 1: pid 4242 (2.0 GiB)"
     first["client"] = {"lag_p50": 0.1, "lag_p99": 0.1, "lag_max": 0.1, "probes": 1, "cpu_share": 1.0, "seconds": 1}
-    again = first["confirmation"] = {"metrics": {}, "samples": []}  # the re-measure decided: its readings are shown
+    again: dict[str, Any] = {"metrics": {}, "samples": []}
+    first["confirmation"] = again  # the re-measure decided: its readings are shown
     again["client"] = {"lag_p50": 0.0001, "lag_p99": 0.0004, "lag_max": 0.001, "probes": 70, "cpu_share": 0.12,
                        "seconds": 1.4}
     again["host"] = {"cores": 64, "runnable": 0.4, "busy": 0.1, "steal": 0.0, "iowait": 0.0, "load1": 1.2,
@@ -270,8 +271,8 @@ def test_each_cells_conditions_and_the_reason_a_disturbed_one_did_not_fail() -> 
 def test_load_section_lists_concurrent_and_slo_cells_and_survives_partial_records() -> None:
     from pytest_sglang_perf.outputs.markdown_load import load_section
 
-    one = {"streams": 1, "rounds": None, "latency_percentiles": {}, "slo": None, "slo_attainment": None}
-    cells = [
+    one: dict[str, Any] = {"streams": 1, "rounds": None, "latency_percentiles": {}, "slo": None, "slo_attainment": None}
+    cells: list[dict[str, Any]] = [
         {"test_id": "t.py::test_one", "variant": "v", "load": one, "summaries": {}},  # one stream, no SLO: not listed
         {"test_id": "t.py::test_failed", "variant": "v", "load": None},
         {"test_id": "t.py::test_slo", "variant": "v", "samples": [{}, {}],

@@ -19,7 +19,6 @@ from pytest_sglang_perf.server.describe import (
     strict_failure,
     verdict_line,
     warning_text,
-    wrap_lines,
 )
 from pytest_sglang_perf.server.effective import EffectiveConfig, evaluate, redact_info, unavailable
 from pytest_sglang_perf.server.logscan import strip_prefix
@@ -27,6 +26,7 @@ from pytest_sglang_perf.server.startup import GraphUse, StartupFacts, graph_use,
 from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
 from pytest_sglang_perf.sglang_facts.requested import requested_flags
 from pytest_sglang_perf.sglang_facts.rules import load_rules
+from pytest_sglang_perf.wrapping import wrap_lines
 
 RULES = load_rules("0.5.23")
 MULTIMODAL = "Breakable CUDA graph is incompatible with multimodal model; disabling prefill CUDA graph."

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sglang_perf.config.settings import ConfigError, load_settings, parse_settings
+from pytest_sglang_perf.config.settings import ConfigError, Settings, load_settings, parse_settings
 from pytest_sglang_perf.config.units import parse_duration, parse_percent
 from pytest_sglang_perf.server.plan import flag_value, plan_server
 
@@ -15,7 +15,7 @@ MODEL_CONFIG = {"architectures": ["LlamaForCausalLM"], "hidden_size": 256, "inte
                 "num_hidden_layers": 2, "num_attention_heads": 4, "vocab_size": 1024}
 
 
-def _parse(table: dict[str, object]) -> object:
+def _parse(table: dict[str, object]) -> Settings:
     return parse_settings(table, source="sglang-perf.toml", root=Path("/proj"))
 
 

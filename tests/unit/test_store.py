@@ -147,7 +147,7 @@ def _valid_doc() -> dict[str, Any]:
     }
 
 
-def _with(change: Callable[[dict[str, Any]], None]) -> bytes:
+def _with(change: Callable[[dict[str, Any]], object]) -> bytes:
     doc = _valid_doc()
     change(doc)
     return json.dumps(doc, indent=2).encode()

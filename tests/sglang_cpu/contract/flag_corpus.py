@@ -26,6 +26,7 @@ import os
 import select
 import sys
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from parse_both import jsonable
@@ -91,7 +92,7 @@ def resolve_all(head: list[str], batches: list[list[dict[str, Any]]]) -> dict[st
     results: dict[str, Result] = {}
     queue = batches
     while queue:
-        outcomes = run_forked([lambda batch=batch: resolve_batch(head, batch) for batch in queue])
+        outcomes = run_forked([partial(resolve_batch, head, batch) for batch in queue])
         halves = []
         for batch, outcome in zip(queue, outcomes, strict=True):
             if outcome["exit"] == 0:
@@ -122,8 +123,8 @@ def run_forked(jobs: list[Callable[[], Result]]) -> list[Result]:
                 continue
             index, pid, data = running.pop(read_end)
             os.close(read_end)
-            results[index] = ended(bytes(data), pid)
-            results[index].pop("stderr", None)  # resolution's own warnings: not what is compared
+            result = results[index] = ended(bytes(data), pid)
+            result.pop("stderr", None)  # resolution's own warnings: not what is compared
     return [result for result in results if result is not None]
 
 

@@ -121,7 +121,7 @@ def parsers() -> dict[str, Any]:
 
 def lines(argvs: list[list[str]]) -> dict[str, Any]:
     results = [{"sglang": outcome(sglang_parse, argv), "simulator": outcome(simulator_parse, argv)} for argv in argvs]
-    unordered = [sorted(str(c) for c in a.choices) for a in sglang_parser()._actions if is_unordered(a)]
+    unordered = [sorted(str(c) for c in a.choices or ()) for a in sglang_parser()._actions if is_unordered(a)]
     return {"results": results, "unordered": unordered}
 
 

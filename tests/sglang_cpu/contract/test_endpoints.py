@@ -288,6 +288,7 @@ def test_keys_the_plugin_reads(pair: Mapping[str, Served]) -> None:
     chunks = {name: _chunks(served.post(request)[1]) for name, served in pair.items()}
     reads = {**{(kind, *path): "" for kind, path in PLUGIN_READS.items()}, **PLUGIN_READS_ALSO}
     for kind, *path in reads:
+        assert isinstance(kind, str)
         values = {name: _dig(items[_kinds(items).index(kind)], tuple(path)) for name, items in chunks.items()}
         assert json_type(values["simulator"]) == json_type(values["sglang"]), (kind, path, values)
     assert not any("sglext" in chunk for chunk in chunks["sglang"]), NOT_ON_CPU

@@ -79,7 +79,8 @@ def build_sse_content(protocol: Any) -> Callable[..., str]:
     """SGLang's own SSE chunk writer (requires what `protocol` requires)."""
     from sglang.srt.entrypoints.openai.sse_utils import build_sse_content as build
 
-    return build
+    built: Callable[..., str] = build
+    return built
 
 
 @pytest.fixture(scope="module")
@@ -152,7 +153,7 @@ def _request(stream: bool, **extra: Any) -> dict[str, Any]:
     return {"model": "tiny", "messages": MESSAGES, "max_tokens": 48, "stream": stream, "seed": 7, **extra}
 
 
-STREAM_CASES = {
+STREAM_CASES: dict[str, tuple[str, dict[str, Any], list[str]]] = {
     "spec-usage-details": ("spec", {"ignore_eos": True, "return_spec_tokens_details": True,
                                     "stream_options": {"include_usage": True}},
                            ["role", "content", "finish", "sglext", "usage"]),
