@@ -25,6 +25,10 @@ from pytest_sglang_perf.measurement.metrics import EFFICIENCY
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.outputs.machine import Commit, git_commit
 
+REPLACED = "a later check of the same test and variant in this run replaced it; its entry is offered there"
+NOT_WRITTEN = ("recorded, but not written: a later boot of its variant failed, and --sglang-boots records all of a "
+               "variant's cells or none")
+
 
 class SessionBaselines:
     def __init__(self, settings: Settings, options: RunOptions, facts: Mapping[str, Any],
@@ -83,27 +87,32 @@ class SessionBaselines:
 
     def offered(self, records: Sequence[CellRecord],
                 disturbed: Callable[[Result], str | None] = lambda result: None) -> list[CellRecord]:
-        """Each cell with the entry it offers `sglang-perf baseline accept` in the results file: a recorded cell the
-        very entry it wrote (every boot of --sglang-boots N; none when a later boot failed and nothing was written,
-        or when a later check of the same test x variant replaced it); a gated cell the entry recording it would
-        have written, none when it was measured under disturbed conditions (`disturbed` says why; recording it
-        would have been refused), and then `withheld` says so."""
+        """Each cell with the entry it offers `sglang-perf baseline accept` in the results file, or why it offers
+        none although it was measured (`withheld`): a recorded cell the very entry it wrote (every boot of
+        --sglang-boots N; none when a later boot failed and nothing was written, or when a later check of the same
+        test x variant replaced it); a gated cell the entry recording it would have written, none when it was
+        measured under disturbed conditions (`disturbed` says why; recording it would have been refused)."""
         offered: list[CellRecord] = []
         seen: set[EntryKey] = set()
         for record in reversed(records):
             key = (record.cell.test_id, record.cell.variant)
-            why = None if record.cell.updated or record.result is None else disturbed(record.result)
-            if record.cell.updated:
-                entry = self._written(key, seen)
-            else:
-                entry = None if record.result is None or why is not None else self._would_write(record)
+            entry, withheld = self._written(key, seen) if record.cell.updated else self._gated(record, disturbed)
             seen.add(key)
-            offered.append(replace(record, entry=None if entry is None else entry.to_dict(),
-                                   withheld=None if why is None else withheld_text(why)))
+            offered.append(replace(record, entry=None if entry is None else entry.to_dict(), withheld=withheld))
         return offered[::-1]
 
-    def _written(self, key: EntryKey, seen: set[EntryKey]) -> BaselineEntry | None:
-        return None if key in seen else self.recorder.written.get(key)
+    def _written(self, key: EntryKey, seen: set[EntryKey]) -> tuple[BaselineEntry | None, str | None]:
+        if key in seen:
+            return None, REPLACED
+        entry = self.recorder.written.get(key)
+        return entry, NOT_WRITTEN if entry is None else None
+
+    def _gated(self, record: CellRecord,
+               disturbed: Callable[[Result], str | None]) -> tuple[BaselineEntry | None, str | None]:
+        if record.result is None:
+            return None, None  # nothing measured
+        why = disturbed(record.result)
+        return (None, withheld_text(why)) if why is not None else (self._would_write(record), None)
 
     def _would_write(self, record: CellRecord) -> BaselineEntry | None:
         if record.result is None or record.place is None or record.run is None:

@@ -29,8 +29,8 @@ class OfferedCell:
     stale: tuple[str, ...] = ()
     """What differed from the baseline the cell was judged against (a `stale` cell)."""
     skipped: str | None = None
-    """Why the cell offers no entry although it was measured: KEPT_BY_NEW, or the results file's `withheld` (measured
-    under disturbed conditions)."""
+    """Why the cell offers no entry although it was measured: KEPT_BY_NEW, or the results file's `withheld` (e.g.
+    measured under disturbed conditions)."""
 
 
 KEPT_BY_NEW = ("not recorded by its --sglang-update-baselines=new run (the cell had a baseline and was gated), so "

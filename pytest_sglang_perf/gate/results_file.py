@@ -6,9 +6,9 @@ except that a cell recorded with --sglang-update-baselines is `updated` and a ce
 is `stale` (see compare.Cell.verdict); `stale` lists what changed, `confirmation` holds the re-measure of a cell
 whose regression was re-measured (its checks and samples). `entry` is the baseline entry the cell offers
 `sglang-perf baseline accept`, and `withheld` why a measured cell offers none (measured under disturbed conditions,
-gate/conditions.py). `errored` lists the variants whose tests measured
-nothing because their server never ran (pre-flight or boot failure, see errored.py). Values that are
-not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
+a later boot failed, a later check replaced it: session_baselines.SessionBaselines.offered). `errored` lists the
+variants whose tests measured nothing because their server never ran (pre-flight or boot failure, see errored.py).
+Values that are not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ class CellRecord:
     run: RecordedRun | None = None
     entry: Mapping[str, Any] | None = None
     withheld: str | None = None
-    """Why a measured cell offers no entry (it was measured under disturbed conditions); None otherwise."""
+    """Why a measured cell offers no entry; None when it offers one or measured nothing."""
 
 
 def records_of(cells: Sequence[Cell], results: Mapping[tuple[str, str], Result]) -> list[CellRecord]:

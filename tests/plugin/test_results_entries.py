@@ -8,6 +8,8 @@ import json
 import pytest
 from perf_project import write_project
 
+from pytest_sglang_perf.session_baselines import REPLACED
+
 TEST_FILE = """
 from pytest_sglang_perf.prompts import RED_BLACK_TREE
 
@@ -26,6 +28,21 @@ def test_a_recorded_cell_offers_the_entry_it_wrote(pytester: pytest.Pytester) ->
     [path] = (pytester.path / "baselines").glob("*.json")
     stored = json.loads(path.read_text())["entries"]["test_perf.py::test_short"]["default"]
     assert cell["environment_key"] == path.stem
-    assert cell["entry"] == stored
+    assert cell["entry"] == stored and cell["withheld"] is None
     assert [boot["samples"] for boot in stored["boots"]] == [2, 2] and len(stored["samples"]) == 4
     assert stored["source"]["how"] == "recorded" and stored["source"]["host"]
+
+
+def test_a_cell_checked_twice_offers_the_later_entry_and_says_so_of_the_earlier(pytester: pytest.Pytester) -> None:
+    """Two checks of one test x variant in a refresh run: the baseline file keeps the later one, so the results file
+    offers that one and says of the earlier why it offers none."""
+    write_project(pytester, {"default": []}, request="max_tokens = 16\nrepeats = 2\nwarmup = 0\n")
+    again = "    sglang_perf.check(sglang_perf.measure(RED_BLACK_TREE, max_tokens=16))\n"
+    pytester.makepyfile(test_perf=TEST_FILE + again)
+    run = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines", "--sglang-results", "r.json")
+    run.assert_outcomes(passed=1)
+    first, second = json.loads((pytester.path / "r.json").read_text())["cells"]
+    [path] = (pytester.path / "baselines").glob("*.json")
+    stored = json.loads(path.read_text())["entries"]["test_perf.py::test_short"]["default"]
+    assert (first["entry"], first["withheld"]) == (None, REPLACED)
+    assert (second["entry"], second["withheld"]) == (stored, None)

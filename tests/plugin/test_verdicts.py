@@ -12,6 +12,7 @@ import pytest
 from perf_project import LOOSE, TINY_CONFIG, server_processes, use_model_config, write_project
 
 from pytest_sglang_perf import cli
+from pytest_sglang_perf.session_baselines import NOT_WRITTEN
 
 TEST_FILE = """
 import json, os
@@ -218,7 +219,7 @@ def test_a_failed_extra_boot_records_nothing_and_fails_the_run(pytester: pytest.
     result.stdout.fnmatch_lines(["*ERROR: variant 'default': baselines NOT recorded: boot 2 of 2 failed: *"])
     assert _baseline_files(pytester) == []
     # The results file offers nothing to `sglang-perf baseline accept` either, and counts nothing recorded.
-    assert [cell["entry"] for cell in _cells(pytester)] == [None]
+    assert [(cell["entry"], cell["withheld"]) for cell in _cells(pytester)] == [(None, NOT_WRITTEN)]
     assert json.loads((pytester.path / "results.json").read_text())["baselines"]["created"] == []
     assert server_processes(pytester.path) == []
 
