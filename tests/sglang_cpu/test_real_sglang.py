@@ -9,7 +9,8 @@ exits in seconds) in three pytest runs of one project:
   run 2 (plain):               default only, now gated on those baselines
   run 3 (a sweep):             capped only, test_load.py: one stream, then "max" (its cap of 4) streams at once
 Each test below reads what one of these runs left behind: its output, the results file, the server logs, and
-what the test file inside recorded about the server's process tree.
+what the test file inside recorded about the server's process tree. Every run records its measurements' conditions
+but does not use them (run_pytest says why).
 """
 
 from __future__ import annotations
