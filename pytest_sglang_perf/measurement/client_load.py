@@ -41,26 +41,28 @@ class ClientLoad:
         lags = "/".join(f"{v * 1000:.2f}" for v in (self.lag_p50, self.lag_p99, self.lag_max))
         return f"client lag p50/p99/max {lags} ms, {self.cpu_share:.0%} of a core{self._stamps()}"
 
+    @property
+    def kernel_share(self) -> float | None:
+        """The share of the reads that carried the kernel's stamp; None when the reads were not counted."""
+        return self.kernel_stamped / self.reads if self.reads else None
+
     def lag_effect(self) -> str:
         """What a lagging loop did to the timings, by whose stamps the reads carried: a loop stamp is taken when the
         loop gets to the read, a kernel stamp when the data arrived, but chunks that arrived while the loop was behind
         are read at once and share the last one's stamp (docs/client-measurement.md, "Kernel receive stamps")."""
         merged = "chunks that reached it while it was behind were read together and share the last one's stamp"
-        if self.reads and self.kernel_stamped == self.reads:
-            return merged
-        if self.kernel_stamped:
-            loop = 1 - self.kernel_stamped / self.reads
-            return f"its loop-stamped reads ({loop:.0%}) include its delay, and {merged}"
-        return "these timings include its own delay"
+        share = self.kernel_share
+        if not share:
+            return "these timings include its own delay"
+        return merged if share == 1 else f"its loop-stamped reads ({1 - share:.0%}) include its delay, and {merged}"
 
     def _stamps(self) -> str:
-        if not self.reads:
+        share = self.kernel_share
+        if share is None:
             return ""
-        if self.kernel_stamped == self.reads:
-            return ", kernel stamps"
-        if not self.kernel_stamped:
-            return ", loop stamps"
-        return f", kernel stamps on {self.kernel_stamped / self.reads:.0%} of reads"
+        if share in (0, 1):
+            return ", kernel stamps" if share else ", loop stamps"
+        return f", kernel stamps on {share:.0%} of reads"
 
     def to_dict(self) -> dict[str, Any]:
         counted = {"reads": self.reads, "kernel_stamped": self.kernel_stamped} if self.reads else {}
