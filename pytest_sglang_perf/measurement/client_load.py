@@ -30,6 +30,12 @@ class ClientLoad:
     kernel_stamped: int = 0
     """How many of them carried the kernel's receive stamp (the rest were stamped by the event loop as it handed them
     over: over TLS, off Linux, or before the kernel's stamping was on; docs/client-measurement.md)."""
+    chunks: int = 0
+    """Content chunks of the measured answers (0: not counted, as `reads`)."""
+    shared: int = 0
+    """How many of them came in the same read as the chunk before them, so that both carry that read's one stamp
+    (a client that fell behind by more than the gap between two of a stream's chunks, or a server that wrote them
+    together)."""
 
     @property
     def behind(self) -> bool:
@@ -48,13 +54,22 @@ class ClientLoad:
 
     def lag_effect(self) -> str:
         """What a lagging loop did to the timings, by whose stamps the reads carried: a loop stamp is taken when the
-        loop gets to the read, a kernel stamp when the data arrived, but chunks that arrived while the loop was behind
-        are read at once and share the last one's stamp (docs/client-measurement.md, "Kernel receive stamps")."""
-        merged = "chunks that reached it while it was behind were read together and share the last one's stamp"
+        loop gets to the read, a kernel stamp when the data arrived, but chunks of a stream that arrived while the
+        loop was behind are read at once and share the last one's stamp (docs/client-measurement.md, "Kernel
+        receive stamps"); how many did is counted, where the chunks were."""
         share = self.kernel_share
         if not share:
             return "these timings include its own delay"
+        merged = self._merged()
         return merged if share == 1 else f"its loop-stamped reads ({1 - share:.0%}) include its delay, and {merged}"
+
+    def _merged(self) -> str:
+        if not self.chunks:  # an older results file: not counted
+            return "chunks that reached it while it was behind were read together and share the last one's stamp"
+        if not self.shared:
+            return "no chunk came in one read with the one before it, so every kernel-stamped chunk kept its own time"
+        return (f"{self.shared} of {self.chunks} chunks came in one read with the one before it and share that read's "
+                "stamp")
 
     def _stamps(self) -> str:
         share = self.kernel_share
@@ -65,7 +80,8 @@ class ClientLoad:
         return f", kernel stamps on {share:.0%} of reads"
 
     def to_dict(self) -> dict[str, Any]:
-        counted = {"reads": self.reads, "kernel_stamped": self.kernel_stamped} if self.reads else {}
+        counted = {"reads": self.reads, "kernel_stamped": self.kernel_stamped, "chunks": self.chunks,
+                   "shared": self.shared} if self.reads else {}
         return {"lag_p50": self.lag_p50, "lag_p99": self.lag_p99, "lag_max": self.lag_max, "probes": self.probes,
                 "cpu_share": self.cpu_share, "seconds": self.seconds, **counted}
 
@@ -73,7 +89,8 @@ class ClientLoad:
     def from_dict(cls, data: Mapping[str, Any]) -> ClientLoad:
         return cls(lag_p50=float(data["lag_p50"]), lag_p99=float(data["lag_p99"]), lag_max=float(data["lag_max"]),
                    probes=int(data["probes"]), cpu_share=float(data["cpu_share"]), seconds=float(data["seconds"]),
-                   reads=int(data.get("reads", 0)), kernel_stamped=int(data.get("kernel_stamped", 0)))
+                   reads=int(data.get("reads", 0)), kernel_stamped=int(data.get("kernel_stamped", 0)),
+                   chunks=int(data.get("chunks", 0)), shared=int(data.get("shared", 0)))
 
 
 def combined(loads: list[ClientLoad]) -> ClientLoad | None:
@@ -85,4 +102,5 @@ def combined(loads: list[ClientLoad]) -> ClientLoad | None:
                       lag_max=max(load.lag_max for load in loads), probes=sum(load.probes for load in loads),
                       cpu_share=sum(load.cpu_share * load.seconds for load in loads) / seconds if seconds else 0.0,
                       seconds=seconds, reads=sum(load.reads for load in loads),
-                      kernel_stamped=sum(load.kernel_stamped for load in loads))
+                      kernel_stamped=sum(load.kernel_stamped for load in loads),
+                      chunks=sum(load.chunks for load in loads), shared=sum(load.shared for load in loads))

@@ -13,6 +13,7 @@ import asyncio
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from itertools import pairwise
 from typing import TYPE_CHECKING, Literal
 
 import aiohttp
@@ -80,21 +81,29 @@ async def _run_rounds(base_url: str, requests: Sequence[ChatRequest], count: int
         finally:
             _close(pool)
     if loads is not None and monitor.load is not None:
-        loads.append(replace(monitor.load, reads=counted.reads, kernel_stamped=counted.kernel_stamped))
+        loads.append(replace(monitor.load, reads=counted.reads, kernel_stamped=counted.kernel_stamped,
+                             chunks=counted.chunks, shared=counted.shared))
     return rounds
 
 
 @dataclass
 class StampCount:
-    """The measured rounds' reads (the bare-connection reader only), and how many carried the kernel's receive
-    stamp: the results file's `client.reads` and `client.kernel_stamped`."""
+    """The measured rounds' reads (the bare-connection reader only), how many carried the kernel's receive stamp,
+    and their content chunks, of which how many came in the same read as the chunk before them (so both carry that
+    read's one stamp): the results file's `client.reads`, `kernel_stamped`, `chunks` and `shared`."""
 
     reads: int = 0
     kernel_stamped: int = 0
+    chunks: int = 0
+    shared: int = 0
 
-    def add(self, protocols: Sequence[StreamProtocol]) -> None:
+    def add(self, protocols: Sequence[StreamProtocol], records: Sequence[StreamRecord]) -> None:
         self.reads += sum(protocol.reads for protocol in protocols)
         self.kernel_stamped += sum(protocol.kernel_stamped for protocol in protocols)
+        for record in records:
+            times = record.chunk_times
+            self.chunks += len(times)
+            self.shared += sum(1 for before, after in pairwise(times) if after == before)
 
 
 DEFER_BUDGET = 256 * 1024 * 1024
@@ -126,7 +135,7 @@ async def _wire_round(endpoint: Endpoint, pool: list[StreamProtocol], bodies: Se
         streamed, wall = time.process_time(), time.perf_counter() - wall
         records = [protocol.outcome() for protocol in protocols]
         if counted is not None:
-            counted.add(protocols)
+            counted.add(protocols, records)
     except BaseException:
         _close(pool)
         raise

@@ -69,6 +69,7 @@ def test_each_level_is_a_cell_and_the_batch_raises_aggregate_throughput(swept: p
     assert all(_all_in_flight_together(c["samples"]) for c in (four, most))  # the client held no stream back
     client = most["client"]  # every measured read counted; on Linux, stamped by the kernel as it arrived
     assert client["reads"] >= 8 * 3 * 40 // 4 and 0 <= client["kernel_stamped"] <= client["reads"]
+    assert client["chunks"] == sum(s["chunks"] for s in most["samples"]) and 0 <= client["shared"] < client["chunks"]
     if KERNEL_STAMPS:
         assert client["kernel_stamped"] >= 0.9 * client["reads"], client
 

@@ -32,6 +32,9 @@ class Script:
     chunks: int = 10
     interval: float = 0.002
     tokens_per_chunk: int = 1
+    together: int = 1
+    """Content chunks written at once (one write of that many SSE events, at the last one's time), as a server
+    that fell behind sends them: they reach the client in one read."""
     prompt_tokens: int = 9
     spec_verify_ct: int | None = None
     status: int = 200
@@ -200,6 +203,7 @@ class StubServer:
         model = got.body["model"]
         if script.hang:
             await asyncio.sleep(script.hang)
+        held = b""
         for index, deadline in enumerate(self._schedule(got.t_received, script)):
             await asyncio.sleep(max(0.0, deadline - perf_counter()))
             if index == 0:
@@ -210,7 +214,10 @@ class StubServer:
                     await response.write(b"data: [DONE]\n\n")
                 return
             if script.send_content:
-                await response.write(_chunk(model, self._delta(script, index)))
+                held += _chunk(model, self._delta(script, index))
+                if (index + 1) % script.together == 0 or index + 1 == script.chunks:
+                    await response.write(held)
+                    held = b""
             got.sent.append(perf_counter())
         await self._finish(response, script, got.body)
 

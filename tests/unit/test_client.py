@@ -112,6 +112,24 @@ def test_a_deferred_round_reads_what_a_live_one_reads(stub: StubServer) -> None:
     assert live.streaming > 0 and live.seconds >= 20 * 0.005
 
 
+def test_chunks_that_came_in_one_read_are_counted(stub: StubServer) -> None:
+    """A server that writes three chunks at once (12 ms apart): two of each three share their read's stamp, and the
+    client's load says so (ClientLoad.shared, the results file's `client.shared`)."""
+    from pytest_sglang_perf.measurement.client_load import ClientLoad
+    from pytest_sglang_perf.measurement.rounds import run_rounds
+
+    stub.script = Script(ttft=0.01, chunks=12, interval=0.004, together=3)
+    loads: list[ClientLoad] = []
+    request = dataclasses.replace(REQUEST, max_tokens=12)
+    [records] = run_rounds(stub.url, [request] * 2, count=1, warmup=1, loads=loads)
+    [load] = loads
+    assert load.chunks == 24 == sum(len(record.chunk_times) for record in records)
+    assert 16 <= load.shared < 24, load  # more only if the client missed a whole 12 ms gap
+    for record in records:
+        times = record.chunk_times
+        assert times[0] == times[1] == times[2] < times[3] == times[4] == times[5], times
+
+
 def test_spec_fields_come_from_sglext(stub: StubServer) -> None:
     stub.script = Script(chunks=5, tokens_per_chunk=2, spec_verify_ct=4)
     sample = _one(stub).sample

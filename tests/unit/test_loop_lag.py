@@ -52,11 +52,12 @@ def test_the_reads_stamps_are_said_summed_and_kept_only_when_counted() -> None:
     uncounted = ClientLoad(*lags)
     assert uncounted.describe().endswith("50% of a core") and "reads" not in uncounted.to_dict()
     assert ClientLoad.from_dict(uncounted.to_dict()) == uncounted  # a results file from before the counts
-    kernel, loop = ClientLoad(*lags, reads=90, kernel_stamped=90), ClientLoad(*lags, reads=10, kernel_stamped=0)
+    kernel = ClientLoad(*lags, reads=90, kernel_stamped=90, chunks=80, shared=2)
+    loop = ClientLoad(*lags, reads=10, kernel_stamped=0, chunks=9, shared=1)
     assert kernel.describe().endswith("50% of a core, kernel stamps")
     assert loop.describe().endswith("50% of a core, loop stamps")
     both = combined([kernel, loop])
-    assert both is not None and (both.reads, both.kernel_stamped) == (100, 90)
+    assert both is not None and (both.reads, both.kernel_stamped, both.chunks, both.shared) == (100, 90, 89, 3)
     assert both.describe().endswith(", kernel stamps on 90% of reads")
     assert ClientLoad.from_dict(both.to_dict()) == both
 
@@ -77,18 +78,23 @@ def test_a_result_whose_client_fell_behind_is_listed_with_a_warning() -> None:
     assert load_lines([("t.py::t", calm)], simulated=False) == []
 
 
-@pytest.mark.parametrize(("reads", "stamped", "effect"), [
-    (0, 0, "these timings include its own delay"),  # not counted (the aiohttp reader, an older results file)
-    (50, 0, "these timings include its own delay"),  # loop stamps: taken when the loop got to each read
-    (50, 50, "chunks that reached it while it was behind were read together and share the last one's stamp"),
-    (50, 40, "its loop-stamped reads (20%) include its delay, and chunks that reached it while it was behind were "
-             "read together and share the last one's stamp"),
+@pytest.mark.parametrize(("reads", "stamped", "chunks", "shared", "effect"), [
+    (0, 0, 0, 0, "these timings include its own delay"),  # not counted (the aiohttp reader)
+    (50, 0, 48, 3, "these timings include its own delay"),  # loop stamps: taken when the loop got to each read
+    (50, 50, 48, 0, "no chunk came in one read with the one before it, so every kernel-stamped chunk kept its own "
+                    "time"),  # behind, but never by the gap between two of a stream's chunks
+    (50, 50, 48, 3, "3 of 48 chunks came in one read with the one before it and share that read's stamp"),
+    (50, 40, 48, 3, "its loop-stamped reads (20%) include its delay, and 3 of 48 chunks came in one read with the "
+                    "one before it and share that read's stamp"),
+    (50, 50, 0, 0, "chunks that reached it while it was behind were read together and share the last one's "
+                   "stamp"),  # a results file from before the chunks were counted
 ])
-def test_what_falling_behind_did_depends_on_whose_stamps_the_reads_carried(reads: int, stamped: int,
-                                                                             effect: str) -> None:
+def test_what_falling_behind_did_depends_on_whose_stamps_the_reads_carried(reads: int, stamped: int, chunks: int,
+                                                                             shared: int, effect: str) -> None:
     sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
     params = RequestParams("p", 100, 0.6, 0, 4, 0)
-    client = ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0, reads=reads, kernel_stamped=stamped)
+    client = ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0, reads=reads, kernel_stamped=stamped, chunks=chunks,
+                        shared=shared)
     result = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
                     client=client)
     lines = " ".join(" ".join(load_lines([("t.py::t", result)], simulated=False)).split())
