@@ -15,8 +15,10 @@ stamp, not of parsing it:
   ours, kernel stamps   the plugin's transport as it runs: `recvmsg()` with `SO_TIMESTAMPNS`, the stamp converted
 
 Rounds interleave the four, so a noisy stretch of the host touches each. Printed: CPU per chunk (the reader
-process's user + system time over the chunks it took in: the median round, and the range), its share of a core,
-and each column against uvloop's.
+process's user + system time over the chunks it took in: the median round, and the range), the system (kernel)
+part of it (as getrusage splits the process's time, from scheduler ticks: rough, and only for rounds of a few
+seconds; `perf record` tells it exactly), its share of a core, and each column against uvloop's. `--readers` runs
+only some of them, e.g. under `perf record -g` to see where one reader's time goes.
 """
 
 from __future__ import annotations
@@ -168,8 +170,12 @@ READERS: dict[str, Opener] = {
 }
 
 
-async def _round(opener: Opener, port: int, streams: int, rate: float, seconds: float) -> tuple[float, float]:
-    """One reader over `seconds`: (CPU seconds per chunk, share of a core)."""
+Cost = tuple[float, float, float]
+"""One reader's round: CPU seconds per chunk, of which system (kernel) seconds, and its share of a core."""
+
+
+async def _round(opener: Opener, port: int, streams: int, rate: float, seconds: float) -> Cost:
+    """One reader over `seconds`."""
     protocols = [await opener(port, rate) for _ in range(streams)]
     await asyncio.sleep(WARMUP)
     start, reads, wall = resource.getrusage(resource.RUSAGE_SELF), sum(p.reads for p in protocols), perf_counter()
@@ -179,8 +185,9 @@ async def _round(opener: Opener, port: int, streams: int, rate: float, seconds: 
     for protocol in protocols:
         protocol.transport.close()
     await asyncio.sleep(0.3)  # the sender drops them
-    cpu = (end.ru_utime - start.ru_utime) + (end.ru_stime - start.ru_stime)
-    return cpu / max(reads, 1), cpu / wall
+    system = end.ru_stime - start.ru_stime
+    cpu = (end.ru_utime - start.ru_utime) + system
+    return cpu / max(reads, 1), system / max(reads, 1), cpu / wall
 
 
 def main(args: argparse.Namespace) -> None:
@@ -188,26 +195,30 @@ def main(args: argparse.Namespace) -> None:
 
     pin(1)
     kernel_stamps.keep_on()  # as in a measurement: stamping stays on, for every column alike
-    costs: dict[str, list[tuple[float, float]]] = {name: [] for name in READERS}
+    costs: dict[str, list[Cost]] = {name: [] for name in args.readers}
     with served(__file__) as (_, url):
         port = int(url.rsplit(":", 1)[1])
         for index in range(args.rounds):
-            for name, opener in READERS.items():
-                costs[name].append(uvloop.run(_round(opener, port, args.streams, args.rate, args.seconds)))
+            for name in args.readers:
+                costs[name].append(uvloop.run(_round(READERS[name], port, args.streams, args.rate, args.seconds)))
             print(f"round {index + 1} of {args.rounds} done", file=sys.stderr, flush=True)
     _print(costs, args)
 
 
-def _print(costs: dict[str, list[tuple[float, float]]], args: argparse.Namespace) -> None:
+def _print(costs: dict[str, list[Cost]], args: argparse.Namespace) -> None:
     print(f"{args.streams} streams x {args.rate:g} chunks/s each ({args.streams * args.rate:,.0f} chunks/s), "
-          f"{args.rounds} rounds of {args.seconds:g} s; CPU per chunk: median round [range], share of a core")
-    base = statistics.median(cost for cost, _ in costs["uvloop, loop stamps"])
+          f"{args.rounds} rounds of {args.seconds:g} s; CPU per chunk: median round [range], of it in the kernel "
+          "(median round; getrusage's tick-based split, rough), share of a core")
+    uvloop = costs.get("uvloop, loop stamps")
+    base = statistics.median(cost for cost, _, _ in uvloop) if uvloop else None
     for name, rounds in costs.items():
-        per = sorted(cost * 1e6 for cost, _ in rounds)
-        core = statistics.median(share for _, share in rounds)
+        per = sorted(cost * 1e6 for cost, _, _ in rounds)
+        kernel = statistics.median(system * 1e6 for _, system, _ in rounds)
+        core = statistics.median(share for _, _, share in rounds)
         median = statistics.median(per)
-        print(f"  {name:22s} {median:5.2f} us [{per[0]:5.2f}-{per[-1]:5.2f}]  {core:4.0%} of a core  "
-              f"x{median / (base * 1e6):.2f} of uvloop's")
+        against = f"  x{median / (base * 1e6):.2f} of uvloop's" if base else ""
+        print(f"  {name:22s} {median:5.2f} us [{per[0]:5.2f}-{per[-1]:5.2f}], kernel {kernel:5.2f} us  "
+              f"{core:4.0%} of a core{against}")
 
 
 def _options(parser: argparse.ArgumentParser) -> None:
@@ -215,6 +226,20 @@ def _options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rate", type=float, default=1000.0, help="chunks per second per stream (default 1000)")
     parser.add_argument("--seconds", type=float, default=3.0, help="measured seconds per reader per round")
     parser.add_argument("--rounds", type=int, default=3, help="rounds, each reading with all four (default 3)")
+    parser.add_argument("--readers", type=_readers, default=list(READERS), metavar="NAME,...",
+                        help=f"only these readers, of {', '.join(_NAMES)} (default: all)")
+
+
+_NAMES = {"uvloop": "uvloop, loop stamps", "recv": "ours, recv()", "recvmsg": "ours, recvmsg()",
+          "kernel": "ours, kernel stamps"}
+"""--readers' names: uvloop, recv, recvmsg, kernel."""
+
+
+def _readers(text: str) -> list[str]:
+    unknown = [name for name in text.split(",") if name not in _NAMES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown reader {', '.join(unknown)}: choose from {', '.join(_NAMES)}")
+    return [_NAMES[name] for name in text.split(",")]
 
 
 if __name__ == "__main__":
