@@ -6,7 +6,9 @@
 
 Aggregate throughputs are the medians over rounds; the percentiles are over every request (every chunk gap for ITL).
 A concurrent cell also says how busy the client was (its event loop's lag, its share of a core), and any cell whose
-client fell behind (lag p99 above 1 ms) is listed with a warning: its timings include the client's own delay.
+client fell behind (lag p99 above 1 ms) is listed with a warning and what that did to its timings
+(ClientLoad.lag_effect: with the loop's stamps they include the delay; with the kernel's, only chunks read together
+share a stamp).
 Plain Python (no pytest).
 """
 
@@ -25,7 +27,7 @@ def load_lines(results: Iterable[tuple[str, Result]], *, simulated: bool, verbos
     client fell behind (without `verbose`, those of one stream are only counted); empty when there is none."""
     pairs = list(results)
     cells = [(test_id, result) for test_id, result in pairs if _loaded(result) or (verbose and _behind(result))]
-    counted = [] if verbose else [test_id for test_id, result in pairs if _behind(result) and not _loaded(result)]
+    counted = [] if verbose else [result for _, result in pairs if _behind(result) and not _loaded(result)]
     lines = []
     if cells:
         label = " (SIMULATED)" if simulated else ""
@@ -33,9 +35,20 @@ def load_lines(results: Iterable[tuple[str, Result]], *, simulated: bool, verbos
         lines += wrap_lines([_cell_line(test_id, result) for test_id, result in cells])
     if counted:
         lines += wrap_lines([f"sglang-perf: the client fell behind in {len(counted)} one-stream cell(s) (event-loop "
-                             f"lag p99 above {LAG_LIMIT * 1000:g} ms): their timings may be off by up to that lag "
-                             "(-v names them and says how)"])
+                             f"lag p99 above {LAG_LIMIT * 1000:g} ms): {_what_it_did(counted)} (-v names them and "
+                             "says how)"])
     return lines
+
+
+def _what_it_did(behind: list[Result]) -> str:
+    """What the lag did to the timings of one-stream cells whose client fell behind: nothing where the kernel's
+    stamps kept every chunk's own arrival (ClientLoad.untouched)."""
+    kept = sum(1 for result in behind if result.client is not None and result.client.untouched)
+    if not kept:
+        return "their timings may be off by up to that lag"
+    if kept == len(behind):
+        return "the kernel's stamps kept every chunk's own time"
+    return f"in {kept} the kernel's stamps kept every chunk's own time; the others' may be off by up to that lag"
 
 
 def _loaded(result: Result) -> bool:

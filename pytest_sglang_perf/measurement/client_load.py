@@ -48,6 +48,12 @@ class ClientLoad:
         return f"client lag p50/p99/max {lags} ms, {self.cpu_share:.0%} of a core{self._stamps()}"
 
     @property
+    def untouched(self) -> bool:
+        """Whether its timings are its chunks' own arrivals however late its loop ran: every read stamped by the
+        kernel, and no chunk read together with the one before it (counted)."""
+        return self.kernel_share == 1 and self.chunks > 0 and not self.shared
+
+    @property
     def kernel_share(self) -> float | None:
         """The share of the reads that carried the kernel's stamp; None when the reads were not counted."""
         return self.kernel_stamped / self.reads if self.reads else None

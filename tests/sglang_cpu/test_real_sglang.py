@@ -561,6 +561,8 @@ def test_a_real_runs_results_leave_the_terminal_and_are_accepted_as_baselines(
     # the conditions are recorded though not used (run_pytest); real SGLang's stream is read with kernel stamps
     assert cell["host"]["cores"] == len(os.sched_getaffinity(0)) and cell["client"]["lag_p99"] is not None
     assert cell["client"]["kernel_stamped"] >= 0.9 * cell["client"]["reads"] > 0, cell["client"]
+    # every content chunk counted, and those that shared a read with the one before (SGLang may write some together)
+    assert cell["client"]["chunks"] == sum(s["chunks"] for s in cell["samples"]) > cell["client"]["shared"] >= 0
     folder = path / "accepted"
     accept = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.cli", "baseline", "accept", "--dir",
                              str(folder), "--new-environment", "results-gated.json"], cwd=path, capture_output=True,

@@ -78,6 +78,29 @@ def test_a_result_whose_client_fell_behind_is_listed_with_a_warning() -> None:
     assert load_lines([("t.py::t", calm)], simulated=False) == []
 
 
+@pytest.mark.parametrize(("shared", "said"), [
+    ((0, 0), "the kernel's stamps kept every chunk's own time"),
+    ((0, 2), "in 1 the kernel's stamps kept every chunk's own time; the others' may be off by up to that lag"),
+    ((3, 2), "their timings may be off by up to that lag"),
+])
+def test_the_brief_count_says_whether_the_kernels_stamps_kept_the_timings(shared: tuple[int, int],
+                                                                          said: str) -> None:
+    """One-stream cells whose client fell behind, at pytest's default verbosity: a lag changed no timing where every
+    read carried the kernel's stamp and no chunk came in one read with the one before it."""
+    sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
+    params = RequestParams("p", 100, 0.6, 0, 1, 0)
+    behind = [Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
+                     client=ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0, reads=60, kernel_stamped=60, chunks=99,
+                                       shared=count)) for count in shared]
+    assert [result.client.untouched for result in behind if result.client] == [count == 0 for count in shared]
+    brief = " ".join(" ".join(load_lines([(f"t.py::t{i}", r) for i, r in enumerate(behind)], simulated=False,
+                                         verbose=False)).split())
+    assert brief == ("sglang-perf: the client fell behind in 2 one-stream cell(s) (event-loop lag p99 above 1 ms): "
+                     f"{said} (-v names them and says how)")
+    loop_stamped = ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0, reads=60, kernel_stamped=59, chunks=99, shared=0)
+    assert not loop_stamped.untouched and not ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0).untouched
+
+
 @pytest.mark.parametrize(("reads", "stamped", "chunks", "shared", "effect"), [
     (0, 0, 0, 0, "these timings include its own delay"),  # not counted (the aiohttp reader)
     (50, 0, 48, 3, "these timings include its own delay"),  # loop stamps: taken when the loop got to each read
