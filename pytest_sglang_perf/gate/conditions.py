@@ -33,7 +33,8 @@ def withheld_text(why: str) -> str:
 
 def disturbance(result: Result, limits: ConditionLimits) -> str | None:
     """Why the conditions of `result` make its numbers doubtful (`host busy: ...`), or None when they were fine or
-    not recorded."""
+    not recorded. The client's lag counts only where it could have moved a timing: not when every read carried the
+    kernel's receive stamp and no chunk came in one read with the one before it (ClientLoad.untouched)."""
     host, client = result.host, result.client
     for gpu in result.gpu or ():  # the server's GPUs first: the most direct cause of a slower GPU server
         why = gpu_disturbance(gpu, limits)
@@ -45,7 +46,7 @@ def disturbance(result: Result, limits: ConditionLimits) -> str | None:
                     f"{limits.max_others_per_core:g} per core){_waits(host)}")
         if host.steal > limits.max_steal:
             return f"CPU stolen by the hypervisor: {host.steal:.0%} of the time (limit {limits.max_steal:.0%})"
-    if client is not None and client.lag_p99 > limits.max_client_lag:
+    if client is not None and client.lag_p99 > limits.max_client_lag and not client.untouched:  # else no timing moved
         return (f"the client fell behind: event-loop lag p99 {client.lag_p99 * 1000:.1f} ms (limit "
                 f"{limits.max_client_lag * 1000:g} ms)")
     return None

@@ -145,6 +145,19 @@ def test_each_limit_names_itself(host: HostLoad | None, lag: float, reason: str 
     assert disturbance(result, ConditionLimits()) == reason
 
 
+@pytest.mark.parametrize(("stamped", "shared", "disturbed"), [
+    (60, 0, False),  # every read kernel-stamped, no chunk read with another: the lag moved no timing
+    (60, 2, True),  # two chunks share a read's stamp with the one before them
+    (45, 0, True),  # a quarter of the reads were stamped by the late loop
+])
+def test_a_late_loop_counts_only_where_it_could_move_a_timing(stamped: int, shared: int, disturbed: bool) -> None:
+    client = ClientLoad(0.004, 0.009, 0.012, 50, 0.9, 1.0, reads=60, kernel_stamped=stamped, chunks=58, shared=shared)
+    result = Result("v", RequestParams("p", 10, 0.6, 0, 1, 0), "h", (), {"ttft": Summary.of([0.1])}, 1.0, True,
+                    client=client)
+    why = disturbance(result, ConditionLimits())
+    assert why == ("the client fell behind: event-loop lag p99 9.0 ms (limit 5 ms)" if disturbed else None)
+
+
 def test_the_re_measure_waits_for_the_other_tasks_to_leave_half_the_cores() -> None:
     from pytest_sglang_perf.gate.conditions import wait_for_calm
 
