@@ -230,8 +230,7 @@ def _options(parser: argparse.ArgumentParser) -> None:
                         help=f"only these readers, of {', '.join(_NAMES)} (default: all)")
 
 
-_NAMES = {"uvloop": "uvloop, loop stamps", "recv": "ours, recv()", "recvmsg": "ours, recvmsg()",
-          "kernel": "ours, kernel stamps"}
+_NAMES = dict(zip(("uvloop", "recv", "recvmsg", "kernel"), READERS, strict=True))
 """--readers' names: uvloop, recv, recvmsg, kernel."""
 
 
