@@ -20,14 +20,16 @@ CLOCK_MONOTONIC is shared by both processes), so every client is compared with t
   core        the client's CPU time / wall time over the round (1.0 = one core busy)
 
 and, with the server writing as fast as it can to N streams, how many tokens per second each client ingests. The
-last column is no client: a bare Python epoll loop that only reads and stamps (it finds the chunks after the round).
-It is what this machine and Python's system calls cost any reader, so it tells a client's share of a figure from
-the machine's (uvloop's C read path can cost less than it).
+last two columns are no client: a bare Python epoll loop that only reads and stamps (it finds the chunks after the
+round), with the kernel's receive stamps as the plugin takes them and with its own `perf_counter()`. They are what
+this machine and Python's system calls cost any reader, so they tell a client's share of a figure from the
+machine's (uvloop's C read path can cost less than them).
 "ours" stamps each read with the kernel's receive time (measurement/stamped_transport.py); "ours, loop stamps" is
 the same reader stamping as the event loop hands a read over, as over TLS: side by side, what the kernel's stamps
-cost and what they save. For the plugin's readers (and the bare loop) a second table splits the CPU: while the
+cost and what they save. For the plugin's readers (and the bare loops) a second table splits the CPU: while the
 streams are open (reading and stamping) and after the round (parsing the answers kept; wire.py's deferred reads),
-against the same reader parsing each read as it comes; the first lines give the reader's own cost per read,
+against the same reader parsing each read as it comes, and gives the CPU while streaming against the bare loop's in
+the same row (`x bare`: the machine's noise moves both); the first lines give the reader's own cost per read,
 without a socket.
 Targets (issue 14): error <= 0.5%, p99 delay <= 1 ms and TTFT overhead <= 0.3 ms at 64-256 streams, >= 64,000 tok/s
 per core at <= 50% of it; equal to or better than bench_serving on every row.
@@ -52,6 +54,7 @@ from typing import Any
 import orjson
 from served import pin, script, served
 
+from pytest_sglang_perf.measurement import kernel_stamps
 from pytest_sglang_perf.measurement.client import ChatRequest
 from pytest_sglang_perf.measurement.rounds import ReadCost, Reader, run_rounds
 
@@ -401,19 +404,32 @@ def _print_rows(url: str, clients: dict[str, Client | str], rows: Sequence[tuple
     for streams, rate in rows:
         tokens = min(MAX_TOKENS, int(rate * DECODE_SECONDS))
         line = f"{streams:>7} {rate:>6} |"
-        split = f"{streams:>7} {rate:>6} |"
-        for client in clients.values():
-            row = client if isinstance(client, str) else _attempt(client, url, streams, rate, tokens)
-            line += " " + _cell(row) + " |"
-            if isinstance(row, Row) and row.split is not None:
-                split += f" {row.split[0]:>9.1f} {row.split[1]:>6.0%} {row.split[2]:>9.1f} |"
+        found: dict[str, Row | str] = {}
+        for name, client in clients.items():
+            found[name] = client if isinstance(client, str) else _attempt(client, url, streams, rate, tokens)
+            line += " " + _cell(found[name]) + " |"
         print(line, flush=True)
-        splits.append(split)
-    names = [name for name, client in clients.items() if isinstance(client, Ours | BareLoop) and client.splits]
-    print("\nCPU while the streams are open and after the rounds (the plugin's reader, the bare loop)\n"
-          f"{'streams':>7} {'tok/s':>6} |" + "".join(f" {name:^27} |" for name in names))
-    print(f"{'':>7} {'':>6} |" + f" {'us/tok':>9} {'core':>6} {'after':>9} |" * len(names))
+        splits.append(f"{streams:>7} {rate:>6} |" + "".join(_split_cell(found[name], found.get(CLIENTS["bare"]))
+                                                             for name in _splitting(clients)))
+    names = _splitting(clients)
+    print("\nCPU while the streams are open and after the rounds (the plugin's reader, the bare loops); x bare: CPU "
+          "while open against the bare epoll loop's in the same row\n"
+          f"{'streams':>7} {'tok/s':>6} |" + "".join(f" {name:^35} |" for name in names))
+    print(f"{'':>7} {'':>6} |" + f" {'us/tok':>9} {'core':>6} {'after':>9} {'x bare':>7} |" * len(names))
     print("\n".join(splits), flush=True)
+
+
+def _splitting(clients: dict[str, Client | str]) -> list[str]:
+    """The columns whose CPU is split into while streaming and after."""
+    return [name for name, client in clients.items() if isinstance(client, Ours | BareLoop) and client.splits]
+
+
+def _split_cell(row: Row | str, bare: Row | str | None) -> str:
+    if not isinstance(row, Row) or row.split is None:
+        return f" {'failed':^35} |"
+    against = (f"x{row.split[0] / bare.split[0]:.2f}" if isinstance(bare, Row) and bare.split is not None
+               else "")
+    return f" {row.split[0]:>9.1f} {row.split[1]:>6.0%} {row.split[2]:>9.1f} {against:>7} |"
 
 
 def _attempt(client: Client, url: str, streams: int, rate: float, tokens: int) -> Row | str:
@@ -433,13 +449,16 @@ class BareLoop:
     """A bare Python epoll loop: each stream on a kept-alive socket of its own, sent at once; each read goes into one
     buffer, is copied into a bytes object (as uvloop does) and stamped, and nothing is parsed until the round is
     over. What a reader costs on this machine with Python's system calls and no more (uvloop's read path is C, so a
-    real reader can cost less): the column that tells the client's share of a figure from the machine's. `cost`
+    real reader can cost less): the column that tells the client's share of a figure from the machine's. With
+    `kernel`, each socket asks for kernel receive stamps and each read is a `recvmsg_into()` stamped with the
+    kernel's time (as the plugin stamps), so the column is what any Python reader pays for exact stamps. `cost`
     splits its CPU as Ours' does."""
 
     splits = True
 
-    def __init__(self) -> None:
+    def __init__(self, *, kernel: bool = False) -> None:
         self.cost = ReadCost()
+        self.kernel = kernel
 
     def __call__(self, url: str, streams: int, rate: float, tokens: int, rounds: int) -> list[list[Stream]]:
         self.cost = ReadCost()
@@ -448,12 +467,16 @@ class BareLoop:
                              "stream": True, "max_tokens": tokens})
         request = (f"POST /v1/chat/completions HTTP/1.1\r\nHost: {host}:{port}\r\n"
                    f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\n\r\n").encode() + body
+        if self.kernel:
+            kernel_stamps.keep_on()
         sockets = [socket.create_connection((host, int(port))) for _ in range(streams)]
         poller = select.epoll()
         try:
             for sock in sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 sock.setblocking(False)
+                if self.kernel:
+                    kernel_stamps.enable(sock)
                 poller.register(sock.fileno(), select.EPOLLIN)
             return [self._round(sockets, poller, request, 60 + tokens / (rate or 1e5)) for _ in range(rounds)]
         finally:
@@ -468,6 +491,7 @@ class BareLoop:
         reads: list[list[bytes]] = [[] for _ in sockets]
         buffer = bytearray(1 << 18)
         view = memoryview(buffer)
+        clock = kernel_stamps.Clock()
         sent = []
         started, wall = time.process_time(), perf_counter()
         for sock in sockets:
@@ -480,8 +504,12 @@ class BareLoop:
                                    f"{limit:.0f} s")
             for fd, _ in poller.poll(5.0):
                 index = by_fd[fd]
-                size = sockets[index].recv_into(buffer)
-                stamps[index].append(perf_counter())
+                if self.kernel:
+                    size, ancillary, _, _ = sockets[index].recvmsg_into((buffer,), kernel_stamps.ANCILLARY_SIZE)
+                    stamps[index].append(_kernel_time(ancillary, clock))
+                else:
+                    size = sockets[index].recv_into(buffer)
+                    stamps[index].append(perf_counter())
                 data = bytes(view[:size])
                 reads[index].append(data)
                 if not data:  # closed by the server: the stream is over, and the socket of no use to a next round
@@ -494,6 +522,18 @@ class BareLoop:
         self.cost.parsing += time.process_time() - streamed
         self.cost.seconds += wall
         return found
+
+
+def _kernel_time(ancillary: list[tuple[int, int, bytes]], clock: kernel_stamps.Clock) -> float:
+    """A read's kernel receive stamp on perf_counter()'s clock (the read's own time where it has none)."""
+    now = perf_counter()
+    if now > clock.stale_at:
+        clock.refresh()
+    if not ancillary or len(ancillary[0][2]) < kernel_stamps.TIMESPEC_SIZE:
+        return now
+    seconds, nanoseconds = kernel_stamps.unpack_timespec(ancillary[0][2])
+    arrived: float = seconds + nanoseconds * 1e-9 + clock.offset
+    return min(now, arrived)
 
 
 def _bare_stream(sent: float, stamps: list[float], reads: list[bytes]) -> Stream:
@@ -583,7 +623,8 @@ def _print_read_path() -> None:
 
 
 CLIENTS = {"ours": "ours", "loop": "ours, loop stamps", "live": "ours parsing live", "aiohttp": "ours via aiohttp",
-           "bench_serving": "bench_serving", "openai": "openai", "bare": "bare epoll loop"}
+           "bench_serving": "bench_serving", "openai": "openai", "bare": "bare epoll loop",
+           "bare-kernel": "bare loop, kernel stamps"}
 """--clients' names: each column's heading."""
 
 
@@ -622,7 +663,8 @@ def _chosen(names: Sequence[str]) -> dict[str, Client | str]:
     serving: Client | str = "not installed here (see above)" if unavailable else bench_serving
     made: dict[str, Client | str] = {"ours": Ours("wire"), "loop": Ours("wire-loop-stamps"), "live": Ours("wire-live"),
                                      "aiohttp": Ours("aiohttp"), "bench_serving": serving, "openai": openai_package,
-                                     "bare": BareLoop()}
+                                     "bare": BareLoop(),
+            "bare-kernel": BareLoop(kernel=True) if kernel_stamps.available() else "no kernel receive stamps here"}
     return {CLIENTS[name]: made[name] for name in names}
 
 
