@@ -9,9 +9,9 @@ the kernel's, parsing each read as it comes, and through aiohttp), SGLang's own 
 A pacing server (a subprocess pinned to one core; the clients run pinned to the other) streams SGLang 0.5.23's chat
 chunks to N streams at once in SGLang-like bursts: at each step of a common clock every running stream gets its next
 token, one chunk each. Each chunk's content is the `perf_counter()` at which the server wrote it (the first also
-carries when the request arrived: when the server's loop read its first bytes, before parsing any request of that
-turn, so neither the server's parsing nor its queue of requests sent at once counts against a client;
-CLOCK_MONOTONIC is shared by both processes), so every client is compared with the true schedule:
+carries when the request arrived: the kernel's receive stamp of its first bytes, so neither the server's wake-up
+nor its parsing nor its queue of requests sent at once counts against a client; CLOCK_MONOTONIC is shared by both
+processes), so every client is compared with the true schedule:
 
   tput err    median over streams of (client decode rate / the server's actual decode rate - 1)
   TTFT +ms    median over streams of client TTFT - (first chunk written - request arrived): the request's cost
@@ -57,6 +57,7 @@ from served import pin, script, served
 from pytest_sglang_perf.measurement import kernel_stamps
 from pytest_sglang_perf.measurement.client import ChatRequest
 from pytest_sglang_perf.measurement.rounds import ReadCost, Reader, run_rounds
+from pytest_sglang_perf.measurement.stamped_transport import StampedTransport
 
 ROWS = ((1, 100), (1, 1_000), (1, 20_000), (16, 1_000), (64, 1_000), (64, 250), (128, 500), (256, 250))
 """(streams, tok/s per stream): up to 64,000 tok/s in all, what the targets ask of one core."""
@@ -97,7 +98,7 @@ def _tail(tokens: int) -> bytes:
 
 @dataclass
 class _Stream:
-    writer: asyncio.WriteTransport
+    writer: StampedTransport
     tokens: int
     period: float
     """Seconds between tokens; 0: as fast as possible."""
@@ -140,30 +141,35 @@ class _Pacer:
             self.streams.remove(stream)
 
 
-class _Connection(asyncio.Protocol):
-    """One client connection: each request is stamped when its first bytes are read (so the server's own parsing,
-    and its turn among many requests that arrive at once, count as the server's time, not the client's), then
-    streamed by the pacer; the connection stays open for the next request."""
+class _Connection:
+    """One client connection: each request is stamped with when its first bytes reached this host (the kernel's
+    receive stamp; stamped_transport.py reads the socket, as the plugin's client does), so the server's own wake-up
+    and parsing, and its turn among many requests that arrive at once, count as the server's time, not the client's;
+    then it is streamed by the pacer. The connection stays open for the next request."""
 
     def __init__(self, pacer: _Pacer) -> None:
         self.pacer = pacer
-        self.transport: asyncio.WriteTransport | None = None
+        self.transport: StampedTransport | None = None
         self.pending = b""
         self.arrived = 0.0
         self.parsing = False
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  # uvloop's transports do not subclass asyncio's
+    def connection_made(self, transport: StampedTransport) -> None:
+        self.transport = transport
 
-    def data_received(self, data: bytes) -> None:
+    def received(self, data: bytes, at: float, kernel: bool) -> None:
         """Only stamp and keep: the request is parsed by a callback that runs after every read of this turn of the
-        loop, so that each of many requests arriving at once is stamped before any is handled."""
+        loop. `at` is the kernel's stamp (or, without one, this read's time: then the server's wake-up counts as
+        the client's)."""
         if not self.pending:
-            self.arrived = perf_counter()
+            self.arrived = at
         if not self.parsing:
             self.parsing = True
             asyncio.get_running_loop().call_soon(self._parse)
         self.pending += data
+
+    def eof_received(self) -> bool | None:
+        return None
 
     def _parse(self) -> None:
         self.parsing = False
@@ -194,10 +200,24 @@ class _Connection(asyncio.Protocol):
 
 async def _serve_forever() -> None:
     pacer = _Pacer()
-    server = await asyncio.get_running_loop().create_server(lambda: _Connection(pacer), "127.0.0.1", 0,
-                                                            backlog=1024)
-    print(server.sockets[0].getsockname()[1], flush=True)
-    await asyncio.gather(server.serve_forever(), pacer.run())
+    kernel_stamps.keep_on()
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen(1024)
+    listener.setblocking(False)
+    print(listener.getsockname()[1], flush=True)
+    await asyncio.gather(_accept(listener, pacer), pacer.run())
+
+
+async def _accept(listener: socket.socket, pacer: _Pacer) -> None:
+    """Each connection on a StampedTransport, with no delay for small writes (as uvloop's transports have)."""
+    loop = asyncio.get_running_loop()
+    while True:
+        sock, _ = await loop.sock_accept(listener)
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        kernel_stamps.enable(sock)
+        StampedTransport(loop, sock, _Connection(pacer))
 
 
 def serve() -> None:
