@@ -681,10 +681,10 @@ def _chosen(names: Sequence[str]) -> dict[str, Client | str]:
     if unavailable:
         print(f"bench_serving: {unavailable}\n")
     serving: Client | str = "not installed here (see above)" if unavailable else bench_serving
+    exact: Client | str = BareLoop(kernel=True) if kernel_stamps.available() else "no kernel receive stamps here"
     made: dict[str, Client | str] = {"ours": Ours("wire"), "loop": Ours("wire-loop-stamps"), "live": Ours("wire-live"),
                                      "aiohttp": Ours("aiohttp"), "bench_serving": serving, "openai": openai_package,
-                                     "bare": BareLoop(),
-            "bare-kernel": BareLoop(kernel=True) if kernel_stamps.available() else "no kernel receive stamps here"}
+                                     "bare": BareLoop(), "bare-kernel": exact}
     return {CLIENTS[name]: made[name] for name in names}
 
 
