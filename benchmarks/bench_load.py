@@ -2,7 +2,7 @@
 the kernel's, parsing each read as it comes, and through aiohttp), SGLang's own `bench_serving` client and the
 `openai` package.
 
-    tox -e sglang-cpu -- python benchmarks/bench_load.py        (5-7 minutes; bench_serving needs SGLang installed)
+    tox -e sglang-cpu -- python benchmarks/bench_load.py        (7-8 minutes; bench_serving needs SGLang installed)
     python benchmarks/bench_load.py                              (without bench_serving, in the dev environment)
     python benchmarks/bench_load.py --rows 256x250 --clients ours,bare --passes 3    (one row again, ~1 minute)
 
