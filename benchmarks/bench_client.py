@@ -25,8 +25,9 @@ from time import perf_counter
 import orjson
 from served import pin, script, served
 
-from pytest_sglang_perf.measurement.client import ChatRequest, StreamRecord, run_requests
+from pytest_sglang_perf.measurement.client import ChatRequest, StreamRecord
 from pytest_sglang_perf.measurement.openai_client import make_openai_client, stream_with_openai
+from pytest_sglang_perf.measurement.rounds import run_requests
 
 RATES = (1_000, 10_000, 20_000)
 DECODE_SECONDS = 0.5

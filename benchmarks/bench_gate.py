@@ -148,14 +148,15 @@ class Outcome:
 
 
 def gated(boot: Boot, plan: Plan, reference: BootValues) -> tuple[Verdict, int]:
-    """The final verdict of one gated run and the requests it spent (session.py `check`)."""
+    """The final verdict of one gated run and the requests it spent (session/facade.py `check`)."""
     values = measure(boot, plan, reference)
     if not plan.statistical:
         return plain_verdict(reference, values), len(values)
     first = check_metric(METRIC, reference, values, TOLERANCE, POLICY)
     if first.verdict is not Verdict.REGRESSED:
         return first.verdict, len(values)
-    again = boot.requests(len(values))  # the re-measure: a fixed plan of the first measurement's size (handle.py)
+    # the re-measure: a fixed plan of the first measurement's size (session/facade.py `_remeasure`)
+    again = boot.requests(len(values))
     second = check_metric(METRIC, reference, again, TOLERANCE, POLICY)
     return confirmed((first,), (second,))[0].verdict, len(values) + len(again)
 

@@ -14,7 +14,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-from pytest_sglang_perf.measurement.client import ChatRequest, run_requests
+from pytest_sglang_perf.measurement.client import ChatRequest
+from pytest_sglang_perf.measurement.rounds import run_requests
 from pytest_sglang_perf.server.launcher import LaunchSpec, ServerProcess
 
 RATES = (1_000, 10_000, 50_000, 200_000)

@@ -1,6 +1,6 @@
 """This run's options (`--sglang-*` on the command line, their environment and ini twins), resolved once.
 
-Plain data: `options.py` fills it from pytest's configuration; the session and the command reader use it.
+Plain data: `pytest_plugin/options.py` fills it from pytest's configuration; the session and the command reader use it.
 """
 
 from __future__ import annotations

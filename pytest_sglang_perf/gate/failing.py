@@ -1,6 +1,6 @@
 """Which checked cells fail their test under this run's options, and the command that refreshes one.
 
-Plain Python (no pytest): handle.py asks after each check.
+Plain Python (no pytest): pytest_plugin/handle.py asks after each check.
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ def _no_args() -> Mapping[str, str]:
 
 @dataclass(frozen=True)
 class ServerIdentity:
-    """What a variant's server is, for its cells' identities (server/fingerprint.py builds it)."""
+    """What a variant's server is, for its cells' identities (session/identity.py builds it)."""
 
     model: str
     model_config: str | None

@@ -3,7 +3,7 @@ server's GPUs unfit to measure on (other tasks taking the cores, another process
 any request or slowed down by heat or a power brake), and with `wait_before_measuring` wait that long at most for it
 to clear.
 
-Plain Python (no pytest); the session calls it through session_conditions.py. A calm host costs one reading.
+Plain Python (no pytest); the session calls it through session/conditions.py. A calm host costs one reading.
 """
 
 from __future__ import annotations

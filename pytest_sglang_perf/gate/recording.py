@@ -94,7 +94,7 @@ def build_entry(test_id: str, results: Sequence[Result], place: CellPlace, run: 
         recorded_at=datetime.now(UTC).isoformat(timespec="seconds"),
         commit=commit,
         environment=facts,
-        startup=None if first.startup is None else first.startup.to_dict(),
+        startup=None if first.startup is None else dict(first.startup.facts),
         ran=run.ran,
         identity=place.identity,
         boots=tuple(_boot(result) for result in results),
@@ -117,6 +117,6 @@ def recorded_source(host: str | None, dirty: bool | None) -> dict[str, Any]:
 def summaries_over(results: Sequence[Result]) -> dict[str, Summary]:
     """A summary per metric over every boot's values (a metric every boot has). Not the share of the bandwidth
     ceiling: it is derived from the entry's samples and the ceiling the entry keeps (gate/efficiency.py), so that
-    every summary of an entry is one its samples define (baseline_tools/consistency.py)."""
+    every summary of an entry is one its samples define (cli/baseline/consistency.py)."""
     names = [name for name in results[0].values if name != EFFICIENCY and all(name in r.values for r in results)]
     return {name: Summary.of([v for r in results for v in r.values[name]]) for name in names}

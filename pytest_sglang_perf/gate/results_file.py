@@ -6,7 +6,7 @@ except that a cell recorded with --sglang-update-baselines is `updated` and a ce
 is `stale` (see compare.Cell.verdict); `stale` lists what changed, `confirmation` holds the re-measure of a cell
 whose regression was re-measured (its checks and samples). `entry` is the baseline entry the cell offers
 `sglang-perf baseline accept`, and `withheld` why a measured cell offers none (measured under disturbed conditions,
-a later boot failed, a later check replaced it: session_baselines.SessionBaselines.offered). `errored` lists the
+a later boot failed, a later check replaced it: session/baselines.py SessionBaselines.offered). `errored` lists the
 variants whose tests measured nothing because their server never ran (pre-flight or boot failure, see errored.py).
 Values that are not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
 """
@@ -36,7 +36,7 @@ SCHEMA_VERSION = 1
 class CellRecord:
     """One checked cell with what it was judged on: its measurement, the re-measure of a regression, its place (the
     baseline file key and identity) and its server's recorded args; and the baseline entry it offers `sglang-perf
-    baseline accept` (filled in when the document is made: session_baselines.SessionBaselines.offered)."""
+    baseline accept` (filled in when the document is made: session/baselines.py SessionBaselines.offered)."""
 
     cell: Cell
     result: Result | None = None
@@ -140,7 +140,7 @@ def _result(result: Result | None) -> dict[str, Any]:
         "params": result.params.to_dict(),
         "prompt_hash": result.prompt_hash,
         "boot_seconds": result.boot_seconds,
-        "startup": None if result.startup is None else result.startup.to_dict(),
+        "startup": None if result.startup is None else dict(result.startup.facts),
         "itl_p50": result.itl_p50,
         "itl_p99": result.itl_p99,
         "roofline": ceiling_record(result.roofline),

@@ -15,16 +15,12 @@ import asyncio
 import concurrent.futures
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 import orjson
 
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.measurement.client_load import ClientLoad
 from pytest_sglang_perf.measurement.samples import Sample
-
-if TYPE_CHECKING:
-    from pytest_sglang_perf.measurement.cache_flush import CacheFlush
 
 _T = TypeVar("_T")
 CHAT_PATH = "/v1/chat/completions"
@@ -345,18 +341,3 @@ def run_sync(make: Callable[[], Awaitable[_T]]) -> _T:
         return _run_in_new_loop(make)
     with concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="sglang-perf-client") as pool:
         return pool.submit(_run_in_new_loop, make).result()
-
-
-def run_requests(base_url: str, request: ChatRequest, *, count: int, warmup: int, api_key: str | None = None,
-                 flush: CacheFlush | None = None, loads: list[ClientLoad] | None = None) -> list[StreamRecord]:
-    """Send `warmup` + `count` identical streamed requests one after another on one kept-alive connection (a new one
-    only when the server closed it: rounds.py with one stream); return the last `count` records. With `flush`, POST
-    /flush_cache (untimed) before each request. With `loads`, the client's own condition over the whole call
-    (loop_lag.py) is appended to it. Raises RequestFailed on the first bad request (CacheFlushFailed on a failed
-    flush)."""
-    from pytest_sglang_perf.measurement.rounds import run_rounds
-
-    if count < 1 or warmup < 0:
-        raise ValueError(f"run_requests needs count >= 1 and warmup >= 0, got count={count} warmup={warmup}")
-    rounds = run_rounds(base_url, [request], count=count, warmup=warmup, api_key=api_key, flush=flush, loads=loads)
-    return [streams[0] for streams in rounds]

@@ -15,10 +15,9 @@ from typing import TYPE_CHECKING
 from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
 from pytest_sglang_perf.measurement.concurrency import latency_percentiles
 from pytest_sglang_perf.measurement.prefix_cache import COLD, WARM, cold_cache_problem
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.result import BootFacts, RequestParams, Result
 from pytest_sglang_perf.measurement.stats import Summary, percentile
 from pytest_sglang_perf.measurement.values import metric_values
-from pytest_sglang_perf.server.startup import StartupFacts
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.client import ChatRequest, StreamRecord
@@ -46,7 +45,7 @@ def _chunk_gaps(records: Sequence[StreamRecord]) -> list[float]:
 
 
 def build_result(records: Sequence[StreamRecord], *, variant: str, params: RequestParams, boot_seconds: float | None,
-                 simulated: bool, startup: StartupFacts | None = None) -> Result:
+                 simulated: bool, startup: BootFacts | None = None) -> Result:
     if not records:
         raise ValueError(f"no requests were measured for variant {variant!r}: repeats must be at least 1")
     samples = tuple(record.sample for record in records)
@@ -66,7 +65,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
 
 def measure(base_url: str, *, model: str, variant: str, params: RequestParams, boot_seconds: float | None,
             simulated: bool, api_key: str | None = None, timeout: float = 600.0,
-            startup: StartupFacts | None = None, decided: Callable[[Result], bool] | None = None,
+            startup: BootFacts | None = None, decided: Callable[[Result], bool] | None = None,
             flush_key: str | None = None) -> Result:
     """Send params.warmup + params.repeats requests to the server at base_url and summarise the repeats.
 
@@ -154,7 +153,8 @@ def _run(target: _Target, request: ChatRequest, params: RequestParams, count: in
          first_number: int) -> list[StreamRecord]:
     """One round of requests; a cold round flushes before each and fails on a prefix-cache hit."""
     from pytest_sglang_perf.measurement.cache_flush import CacheFlush
-    from pytest_sglang_perf.measurement.client import RequestFailed, run_requests
+    from pytest_sglang_perf.measurement.client import RequestFailed
+    from pytest_sglang_perf.measurement.rounds import run_requests
 
     cold = params.prefix_cache == COLD
     records = run_requests(target.base_url, request, count=count, warmup=warmup, api_key=target.api_key,

@@ -15,7 +15,6 @@ from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
-from pytest_sglang_perf.server.startup import StartupFacts
 
 
 @dataclass(frozen=True)
@@ -116,6 +115,16 @@ class RequestParams:
 
 
 @dataclass(frozen=True)
+class BootFacts:
+    """What the measured server logged about its boot, as a result carries it (the session hands it over from
+    server/startup.py's StartupFacts): the graph capture's seconds, a metric, and every fact as recorded."""
+
+    graph_capture_seconds: float | None
+    facts: Mapping[str, Any] = field(default_factory=dict, hash=False)
+    """StartupFacts.to_dict(): what baselines and results files keep."""
+
+
+@dataclass(frozen=True)
 class Result:
     """One `sglang_perf.measure(...)` call: raw samples plus a Summary per metric."""
 
@@ -129,12 +138,12 @@ class Result:
     simulated: bool
     itl_p50: float | None = None
     itl_p99: float | None = None
-    startup: StartupFacts | None = None
+    startup: BootFacts | None = None
     """The server's startup facts as SGLang logged them."""
     values: Mapping[str, tuple[float, ...]] = field(default_factory=dict)
     """Each metric's measured values (per request; one value for the boot costs): what the statistics use."""
     roofline: DecodeCeiling | str | None = None
-    """The cell's memory-bandwidth ceiling (session_roofline.py), or why it has none; None for a cell without
+    """The cell's memory-bandwidth ceiling (session/roofline.py), or why it has none; None for a cell without
     decode or one not looked at."""
     percentiles: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
     """p50/p90/p99 of TTFT and TPOT over every request and of ITL over every chunk gap (concurrency.py)."""

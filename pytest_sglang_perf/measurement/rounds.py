@@ -224,3 +224,16 @@ def _enough_files(streams: int) -> None:
         raise RequestFailed(f"{streams} streams at once need about {need} open files, and this process may open "
                             f"at most {hard} (ulimit -n): raise the limit or measure fewer streams")
     resource.setrlimit(resource.RLIMIT_NOFILE, (need, hard))
+
+
+def run_requests(base_url: str, request: ChatRequest, *, count: int, warmup: int, api_key: str | None = None,
+                 flush: CacheFlush | None = None, loads: list[ClientLoad] | None = None) -> list[StreamRecord]:
+    """Send `warmup` + `count` identical streamed requests one after another on one kept-alive connection (a new one
+    only when the server closed it: rounds.py with one stream); return the last `count` records. With `flush`, POST
+    /flush_cache (untimed) before each request. With `loads`, the client's own condition over the whole call
+    (loop_lag.py) is appended to it. Raises RequestFailed on the first bad request (CacheFlushFailed on a failed
+    flush)."""
+    if count < 1 or warmup < 0:
+        raise ValueError(f"run_requests needs count >= 1 and warmup >= 0, got count={count} warmup={warmup}")
+    rounds = run_rounds(base_url, [request], count=count, warmup=warmup, api_key=api_key, flush=flush, loads=loads)
+    return [streams[0] for streams in rounds]

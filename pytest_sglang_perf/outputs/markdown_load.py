@@ -1,5 +1,5 @@
 """The Markdown report's load section: each concurrent or SLO cell of the results document in a table row, as the
-terminal's load section (load_views.py) gives it a line: streams x rounds, aggregate throughputs (medians over
+terminal's load section (report/load.py) gives it a line: streams x rounds, aggregate throughputs (medians over
 rounds), TTFT/TPOT/ITL percentiles over every request, and goodput with the share of requests that met the SLO
 (the cells' `load` and `summaries` records: measurement/concurrency.py's load_record). How busy the client was is
 the conditions section's (markdown_conditions.py)."""

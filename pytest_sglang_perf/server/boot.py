@@ -1,6 +1,6 @@
 """Booting one variant's server with live progress, and what a test sees of it once it runs.
 
-Plain Python (no pytest). The session decides when a variant boots and stops (session.py); this module starts
+Plain Python (no pytest). The session decides when a variant boots and stops (session/facade.py); this module starts
 the process (launcher.py), hands its progress to a BootProgress (progress.py: what the terminal shows) and stops it.
 """
 

@@ -29,7 +29,7 @@ class ServerPlan:
     api_key: str | None
     uses_default_launcher: bool
     model_config: Path | None = None
-    """The config.json the simulator reads for the model (server/fingerprint.py hashes it); None on a real run."""
+    """The config.json the simulator reads for the model (server/model_dir.py hashes it); None on a real run."""
     url: str | None = None
     """A running server to measure instead (the variant's `url`): nothing is booted or stopped, and `command` is
     only what the server is expected to run."""

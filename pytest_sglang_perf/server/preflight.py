@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.server.fingerprint import local_model_dir
+from pytest_sglang_perf.server.model_dir import local_model_dir
 from pytest_sglang_perf.server.plan import ServerPlan, flag_value
 from pytest_sglang_perf.server.sim_knobs import KNOB_PREFIX, SIMULATE_ARGS, plan_knobs
 from pytest_sglang_perf.server.target_gpus import NO_GPUS, TargetGpus

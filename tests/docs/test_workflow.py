@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 import yaml
 
-from pytest_sglang_perf.cli import _parser
-from pytest_sglang_perf.options import _OPTIONS, _update_mode
+from pytest_sglang_perf.cli.main import _parser
+from pytest_sglang_perf.pytest_plugin.options import _OPTIONS, _update_mode
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "gpu-perf.yml"
@@ -138,7 +138,7 @@ def _check_sglang_perf(words: list[str]) -> None:
             continue
         option, _, value = arg.partition("=")
         if option.startswith("--sglang-"):
-            assert option in names, f"{arg}: not an option of the plugin (options.py _OPTIONS)"
+            assert option in names, f"{arg}: not an option of the plugin (pytest_plugin/options.py _OPTIONS)"
             if value:
                 _update_mode(value)  # the only option written with =VALUE here
         elif option.startswith("-"):

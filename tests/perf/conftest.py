@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sglang_perf.gate.environment import detect_gpus
-from pytest_sglang_perf.options import resolve_options
+from pytest_sglang_perf.pytest_plugin.options import resolve_options
 
 HERE = Path(__file__).parent
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import pytest
 
-from pytest_sglang_perf.handle import SGLangPerf
 from pytest_sglang_perf.prompts import LONG_CONTEXT_SUMMARY, RED_BLACK_TREE, SHORT_FACTUAL
+from pytest_sglang_perf.pytest_plugin.handle import SGLangPerf
 
 pytestmark = pytest.mark.perf
 

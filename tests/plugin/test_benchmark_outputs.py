@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from perf_project import write_project
 
-from pytest_sglang_perf.benchmark_bridge import ReplayClock, mark_items, wanted
+from pytest_sglang_perf.pytest_plugin.benchmark_bridge import ReplayClock, mark_items, wanted
 
 TEST_FILE = """
 from pytest_sglang_perf.prompts import RED_BLACK_TREE

@@ -123,7 +123,8 @@ def _strict_by_env(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -
 
 @pytest.mark.parametrize("strict", [
     pytest.param(_strict_by_cli, id="cli"),
-    # The ini and environment twins of every option share one resolver (options.py): their runs are in the slow lane.
+    # The ini and environment twins of every option share one resolver (pytest_plugin/options.py): their runs are in
+    # the slow lane.
     pytest.param(_strict_by_ini, id="ini", marks=pytest.mark.slow),
     pytest.param(_strict_by_env, id="env", marks=pytest.mark.slow),
 ])

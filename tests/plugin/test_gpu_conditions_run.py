@@ -61,7 +61,8 @@ def _flat(result: pytest.RunResult) -> str:
     return re.sub(r" sglang-perf: +(?=[a-z])", " ", " ".join(result.stdout.str().split()))
 
 
-@pytest.mark.slow  # three pytest runs, ~20 s; the unit tests (tests/unit/test_gpu_conditions.py) are in the fast lane
+# three pytest runs, ~20 s; the unit tests (tests/unit/measurement/test_gpu_conditions.py) are in the fast lane
+@pytest.mark.slow
 @pytest.mark.calm
 def test_another_process_on_the_servers_gpu_is_said_and_makes_a_regression_inconclusive(
         gpu_project: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -88,4 +89,5 @@ def test_another_process_on_the_servers_gpu_is_said_and_makes_a_regression_incon
     assert cell["confirmation"]["gpu"][0]["foreign"] == [{"pid": pid, "memory": None}]  # re-measured, still there
     report = (gpu_project.path / "report.md").read_text()
     assert "## Conditions" in report and f"**another process on GPU {gpu['index']}: pid {pid}**" in report
-    # a failing cell's `conditions:` lines name the GPU too: tests/unit/test_gpu_conditions.py (no third run here)
+    # a failing cell's `conditions:` lines name the GPU too: tests/unit/measurement/test_gpu_conditions.py (no third
+    # run here)

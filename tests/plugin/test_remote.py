@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from perf_project import FAST_SIM, LOOSE, TINY_CONFIG, write_project
 
-from pytest_sglang_perf import cli
+from pytest_sglang_perf.cli import main as cli
 from pytest_sglang_perf.server.ports import free_port
 
 KEY = "remote-secret"

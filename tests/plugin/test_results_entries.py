@@ -8,7 +8,7 @@ import json
 import pytest
 from perf_project import write_project
 
-from pytest_sglang_perf.session_baselines import REPLACED
+from pytest_sglang_perf.session.baselines import REPLACED
 
 TEST_FILE = """
 from pytest_sglang_perf.prompts import RED_BLACK_TREE

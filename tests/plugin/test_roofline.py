@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from perf_project import LOOSE, write_project
 
-from pytest_sglang_perf.baseline_tools.validate import validate_command
+from pytest_sglang_perf.cli.baseline.validate import validate_command
 
 TEST_FILE = """
 def test_tree(sglang_perf):

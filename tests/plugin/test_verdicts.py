@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from perf_project import LOOSE, TINY_CONFIG, server_processes, use_model_config, write_project
 
-from pytest_sglang_perf import cli
-from pytest_sglang_perf.session_baselines import NOT_WRITTEN
+from pytest_sglang_perf.cli import main as cli
+from pytest_sglang_perf.session.baselines import NOT_WRITTEN
 
 TEST_FILE = """
 import json, os

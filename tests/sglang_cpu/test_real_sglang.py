@@ -33,7 +33,7 @@ import psutil
 import pytest
 
 from pytest_sglang_perf.server.startup import startup_facts
-from pytest_sglang_perf.session_roofline import NO_GPU
+from pytest_sglang_perf.session.roofline import NO_GPU
 
 MAX_TOTAL_TOKENS = 32768
 """A small KV cache: SGLang on CPU otherwise sizes it to most of RAM (15 GB, 30 s to allocate)."""

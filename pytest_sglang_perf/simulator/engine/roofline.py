@@ -22,9 +22,9 @@ overlap changes nothing here: it overlaps MoE communication (DeepEP), which a de
 
 The per-GPU efficiencies come from the GPU table (sglang_facts/data/gpus.json), the other constants from
 sglang_facts/data/sim-timing.json, each with where it came from. They reproduce two anchors
-(tests/unit/test_simulator_calibration.py, docs/simulated-models.md "Calibration"): the seed's 27B with 3-step MTP
-on 2x RTX A6000 (50-57 tok/s, its bytes over the read bandwidth ~83% of the step) and a graphed Llama-3-8B step on
-an H200 (GEMVs at 3.70 TB/s, 5.89 ms a step).
+(tests/unit/sglang_facts/test_simulator_calibration.py, docs/simulated-models.md "Calibration"): the seed's 27B with
+3-step MTP on 2x RTX A6000 (50-57 tok/s, its bytes over the read bandwidth ~83% of the step) and a graphed
+Llama-3-8B step on an H200 (GEMVs at 3.70 TB/s, 5.89 ms a step).
 """
 
 from __future__ import annotations

@@ -296,7 +296,8 @@ def test_keys_the_plugin_reads(pair: Mapping[str, Served]) -> None:
 
 def test_plugin_client_reads_both_alike(pair: Mapping[str, Served]) -> None:
     """The plugin's own streaming client (client.run_requests) on both: the same kind of record."""
-    from pytest_sglang_perf.measurement.client import ChatRequest, run_requests
+    from pytest_sglang_perf.measurement.client import ChatRequest
+    from pytest_sglang_perf.measurement.rounds import run_requests
 
     request = ChatRequest(model="tiny", prompt=MESSAGES[0]["content"], max_tokens=16, temperature=0.0, seed=1)
     records = {name: run_requests(served.server.base_url, request, count=1, warmup=0)[0]

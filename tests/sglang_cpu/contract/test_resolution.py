@@ -143,7 +143,7 @@ VL_CONFIG = {
 }
 """A tiny Qwen2.5-VL: multimodal and not on 0.5.23's breakable-graph allow-list. (Qwen3.5, which is on it, cannot be
 resolved here: SGLang resolves it as a hybrid Mamba model and asserts that this platform lacks Mamba state
-snapshots, so its side of the rule is held by tests/unit/test_simulator_resolve.py.)"""
+snapshots, so its side of the rule is held by tests/unit/simulator/test_simulator_resolve.py.)"""
 VL_CASES = {
     "default": ((), "disabled"),
     "explicit-breakable": (("--cuda-graph-backend-prefill", "breakable"), "breakable"),

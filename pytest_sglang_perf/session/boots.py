@@ -1,0 +1,101 @@
+"""The session's boots: a variant's server booted (or a remote one attached) in one place, read once for what it
+really runs, placed (its identity and baseline file, session/identity.py), and stopped with its whole tree.
+
+Plain Python (no pytest): the facade (session/facade.py) decides when; this room does it and keeps what it
+learns in the variant's record (session/variant_run.py). A failed boot is remembered in the record: the variant's
+later tests fail with its report, none boots again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from pytest_sglang_perf.config.settings import Settings
+from pytest_sglang_perf.server.boot import boot_server, stop_server
+from pytest_sglang_perf.server.hints import boot_hints
+from pytest_sglang_perf.server.launcher import BootError
+from pytest_sglang_perf.server.logdirs import RunLogs
+from pytest_sglang_perf.server.remote import REMOTE_GPU, attach_server
+from pytest_sglang_perf.server.target_gpus import TargetGpus
+from pytest_sglang_perf.session.gpus import SessionGpus
+from pytest_sglang_perf.session.identity import server_place
+from pytest_sglang_perf.session.live import Live
+from pytest_sglang_perf.session.roofline import SessionRoofline
+from pytest_sglang_perf.session.variant_run import VariantRun
+from pytest_sglang_perf.sglang_facts.parsers import ArgParser
+
+
+class SessionBoots:
+    def __init__(self, settings: Settings, *, simulate: bool, logs: RunLogs, live: Live, gpus: SessionGpus,
+                 roofline: SessionRoofline, parser: Callable[[], ArgParser], targets: Callable[[], TargetGpus],
+                 runs: Mapping[str, VariantRun]) -> None:
+        self._settings = settings
+        self._simulate = simulate
+        self._logs = logs
+        self._live = live
+        self._gpus = gpus
+        self._roofline = roofline
+        self._parser = parser
+        self._targets = targets
+        self._runs = runs
+
+    def boot(self, run: VariantRun) -> None:
+        """Boot the variant's server unless it runs, or attach to its remote server (a failed boot is raised again),
+        then read what it runs and place it."""
+        if run.boot_error is not None:
+            raise run.boot_error
+        try:
+            self._start(run)
+        except BootError as exc:
+            run.boot_error = exc
+            self._gpus.release(run)
+            raise
+        if run.config is None:
+            self._inspect(run)
+        if run.place is None:
+            run.place = server_place(run.plan, self._parser(), model=self._settings.model, root=self._settings.root,
+                                     gpu_name=self._gpu_name(run), simulated=self._simulate)
+
+    def _start(self, run: VariantRun) -> None:
+        if run.plan.url is not None and run.server is None:
+            run.server = attach_server(run.plan, self._log_path(run), self._settings.request.timeout,
+                                       self._live.detail)
+        elif run.process is None and run.plan.url is None:
+            log_path = self._log_path(run)
+            plan = self._gpus.claim(run, log_path)
+            self._roofline.before_boot(plan.env.get("CUDA_VISIBLE_DEVICES"))  # only the GPUs claimed
+            run.process, run.server = boot_server(plan, log_path, self._settings.startup_timeout,
+                                                  self._live.boot_progress(run.name),
+                                                  stop_grace=self._settings.stop_grace,
+                                                  pass_fds=() if run.claim is None else run.claim.fds)
+
+    def _gpu_name(self, run: VariantRun) -> str | None:
+        """The GPU model the server's cells are filed under: a remote server's as configured, else the host's."""
+        if run.plan.url and not self._simulate:
+            return run.variant.gpu or REMOTE_GPU
+        return run.variant.gpu or next(iter(self._targets().names), None)
+
+    def _log_path(self, run: VariantRun) -> Path:
+        return self._logs.folder() / f"{run.name}.log"
+
+    def _inspect(self, run: VariantRun) -> None:
+        """Read what the new server really runs, compare it with what was asked and say so."""
+        from pytest_sglang_perf.server.inspection import inspect_server
+
+        assert run.server is not None
+        earlier = [other.config for other in self._runs.values() if other.config is not None]
+        run.config, run.startup = inspect_server(run.name, run.plan, run.server, self._parser(), earlier)
+        self._live.booted(run)
+
+    def report(self, error: BootError) -> str:
+        """The failed boot's report, plus hints for the SGLang failures it matches."""
+        parser = self._parser()
+        hints = boot_hints(error.reason, error.log_tail, parser, parser.version)
+        return error.report() + "".join(f"\nhint: {hint}" for hint in hints)
+
+    def stop(self, run: VariantRun) -> None:
+        if run.process is not None:
+            stop_server(run.process, self._live.detail)
+            run.process = None
+        self._gpus.release(run)

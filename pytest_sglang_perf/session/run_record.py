@@ -1,0 +1,56 @@
+"""What the session hands the report wing (report/) at its end: records, never the session object.
+
+`RunRecord` is what the terminal summary is made of (cheap: made at every run's end); `DocumentRecord` adds what the
+results document needs beyond it (the entries each cell offers, the commit, the baseline counts), made only when a
+file is written or an xdist worker hands its part over.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_sglang_perf.gate.results_file import CellRecord
+from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.outputs.machine import Commit
+from pytest_sglang_perf.session.variant_run import VariantRun
+
+if TYPE_CHECKING:
+    from pytest_sglang_perf.hardware.probe import ProbeReport
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    variants: tuple[str, ...]
+    """The matrix's variants this run uses, in matrix order."""
+    runs: tuple[VariantRun, ...]
+    """The variants the tests used, in run order."""
+    records: tuple[CellRecord, ...]
+    """Every checked cell in order, with what it was judged on."""
+    simulated: bool
+    verbosity: int
+    results_path: Path | None
+    confidence: float
+    """The A/B comparisons' confidence level ([tool.sglang_perf.gate])."""
+    logs_path: Path
+    baseline_lines: tuple[str, ...]
+    """What the run did to the baselines, in words (gate/ledger.py)."""
+    probe: ProbeReport | None
+
+    @property
+    def results(self) -> dict[tuple[str, str], Result]:
+        """Each cell's measurement by (test id, variant), for the A/B comparisons (a test's last check)."""
+        return {(r.cell.test_id, r.cell.variant): r.result for r in self.records if r.result is not None}
+
+
+@dataclass(frozen=True)
+class DocumentRecord:
+    run: RunRecord
+    offered: tuple[CellRecord, ...]
+    """The records with the baseline entry each offers `sglang-perf baseline accept`, or why it offers none."""
+    environment: Mapping[str, Any]
+    commit: Commit
+    baselines: Mapping[str, Any]
+    """What the run did to the baselines, counted (gate/ledger.py)."""
