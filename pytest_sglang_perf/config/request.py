@@ -14,8 +14,9 @@ from pytest_sglang_perf.config.reader import (
     whole_number,
 )
 from pytest_sglang_perf.config.units import parse_duration, parse_latency
-from pytest_sglang_perf.measurement.concurrency import Slo
+from pytest_sglang_perf.measurement.concurrency import Level, Slo
 from pytest_sglang_perf.measurement.prefix_cache import COLD, PrefixCache, prefix_cache_mode
+from pytest_sglang_perf.measurement.result import RequestParams
 
 AUTO = "auto"
 """`request.repeats = "auto"` (and `measure(repeats="auto")`): the adaptive plan."""
@@ -40,6 +41,30 @@ class RequestDefaults:
     """"cold": every request prefills its whole prompt (/flush_cache before each); "warm": the cached case."""
     slo: Slo | None = None
     """`request.slo = {ttft = "200ms", tpot = "50ms"}`: the objectives of goodput; None: no goodput."""
+
+    def params(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+               repeats: int | str | None = None, warmup: int | None = None, seed: int | None = None,
+               ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None, concurrency: int = 1,
+               level: Level = 1, slo: Slo | None = None) -> RequestParams:
+        """The request a measurement sends: what the test passed (None: not passed), else these defaults. Raises
+        ValueError for a `repeats` that is neither a whole number >= 1 nor "auto"."""
+        adaptive = repeats == AUTO or (repeats is None and self.adaptive)
+        if repeats is not None and repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)
+                                                         or repeats < 1):
+            raise ValueError(f'repeats must be a whole number >= 1 or "auto", got {repeats!r}')
+        count = AUTO_FIRST_ROUND if adaptive else self.repeats if repeats is None else int(repeats)
+        return RequestParams(
+            prompt=prompt,
+            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
+            temperature=self.temperature if temperature is None else temperature,
+            seed=self.seed if seed is None else seed,
+            repeats=count,
+            warmup=self.warmup if warmup is None else warmup,
+            ignore_eos=self.ignore_eos if ignore_eos is None else ignore_eos,
+            max_repeats=max(self.max_repeats, count) if adaptive else None,
+            prefix_cache=self.prefix_cache if prefix_cache is None else prefix_cache,
+            concurrency=concurrency, level=level, slo=slo,
+        )
 
 
 @dataclass(frozen=True)

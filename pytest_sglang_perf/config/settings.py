@@ -144,7 +144,7 @@ def _read_explicit(path: Path) -> tuple[Path, Mapping[str, Any], str]:
     if nested is not None:
         return path, expect_table(nested, str(path), "[tool.sglang_perf]"), f"{path} [tool.sglang_perf]"
     if path.name == "pyproject.toml":
-        raise ConfigError(f"{path} has no [tool.sglang_perf] table; add one (see the README's config reference)")
+        raise ConfigError(f"{path} has no [tool.sglang_perf] table; add one (see docs/usage/configuration.md)")
     return path, data, str(path)
 
 

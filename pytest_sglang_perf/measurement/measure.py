@@ -76,7 +76,7 @@ def measure(base_url: str, *, model: str, variant: str, params: RequestParams, b
     server's --admin-api-key, when it has one) and must report no prefix-cache hit.
     Raises client.RequestFailed if any request fails, is truncated, comes back short or hit a cache meant cold.
     """
-    request = _chat_request(model, params, timeout)
+    request = chat_request(model, params, timeout)
     records: list[StreamRecord] = []
     target = _Target(base_url, api_key, flush_key)
 
@@ -102,7 +102,8 @@ def measure(base_url: str, *, model: str, variant: str, params: RequestParams, b
     return result()
 
 
-def _chat_request(model: str, params: RequestParams, timeout: float) -> ChatRequest:
+def chat_request(model: str, params: RequestParams, timeout: float) -> ChatRequest:
+    """The request a measurement sends for `params` (and `cross_check` sends through the openai package)."""
     from pytest_sglang_perf.measurement.client import ChatRequest
 
     return ChatRequest(model=model, prompt=params.prompt, max_tokens=params.max_tokens,

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Literal, overload
 import pytest
 
 from pytest_sglang_perf import SGLangPrefixCacheWarning
-from pytest_sglang_perf.config.request import AUTO, AUTO_FIRST_ROUND, parse_slo
+from pytest_sglang_perf.config.request import parse_slo
 from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.cell_ids import strip_variant
 from pytest_sglang_perf.gate.compare import Cell
@@ -178,13 +178,12 @@ class SGLangPerf:
         carry the `openai` package's overhead, so never gate on them.
         """
         __tracebackhide__ = True
-        from pytest_sglang_perf.measurement.client import ChatRequest, RequestFailed
+        from pytest_sglang_perf.measurement.client import RequestFailed
+        from pytest_sglang_perf.measurement.measure import chat_request
         from pytest_sglang_perf.measurement.openai_client import cross_check
 
         params = self._params(prompt, max_tokens, temperature, 1, 0, seed, None)
-        request = ChatRequest(model=self.model, prompt=prompt, max_tokens=params.max_tokens,
-                              temperature=params.temperature, seed=params.seed,
-                              timeout=self._session.settings.request.timeout, ignore_eos=params.ignore_eos)
+        request = chat_request(self.model, params, self._session.settings.request.timeout)
         try:
             return cross_check(self.base_url, request, self.server.plan.api_key)
         except RequestFailed as exc:
@@ -199,27 +198,13 @@ class SGLangPerf:
                 repeats: int | Literal["auto"] | None, warmup: int | None, seed: int | None,
                 ignore_eos: bool | None, prefix_cache: str | None = None, level: Level = 1,
                 slo: Slo | None = None) -> RequestParams:
-        defaults = self._session.settings.request
-        adaptive = repeats == AUTO or (repeats is None and defaults.adaptive)
-        if repeats is not None and repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)
-                                                         or repeats < 1):
-            raise ValueError(f'repeats must be a whole number >= 1 or "auto", got {repeats!r}')
-        count = AUTO_FIRST_ROUND if adaptive else defaults.repeats if repeats is None else int(repeats)
-        return RequestParams(
-            prompt=prompt,
-            max_tokens=defaults.max_tokens if max_tokens is None else max_tokens,
-            temperature=defaults.temperature if temperature is None else temperature,
-            seed=defaults.seed if seed is None else seed,
-            repeats=count,
-            warmup=defaults.warmup if warmup is None else warmup,
-            ignore_eos=defaults.ignore_eos if ignore_eos is None else ignore_eos,
-            max_repeats=max(defaults.max_repeats, count) if adaptive else None,
-            prefix_cache=defaults.prefix_cache if prefix_cache is None else _prefix_cache(prefix_cache),
-            concurrency=self._streams(level), level=level, slo=slo,
-        )
+        return self._session.settings.request.params(
+            prompt, max_tokens=max_tokens, temperature=temperature, repeats=repeats, warmup=warmup, seed=seed,
+            ignore_eos=ignore_eos, prefix_cache=None if prefix_cache is None else _prefix_cache(prefix_cache),
+            concurrency=self._streams(level), level=level, slo=slo)
 
     def check(self, result: Result | Sweep) -> None:
-        """Gate `result` on this test's baseline (see the README's verdicts): a regression is re-measured once on
+        """Gate `result` on this test's baseline (see docs/usage/verdicts.md): a regression is re-measured once on
         this server and fails the test only if it holds. A Sweep gates each level as its own cell and fails the
         test with every level that regressed."""
         __tracebackhide__ = True
