@@ -24,12 +24,17 @@ def _isolated_env() -> dict[str, str]:
     return env
 
 
-def _heavy_modules(code: str, cwd: Path) -> str:
+def _reported(code: str, cwd: Path, tag: str) -> str:
+    """What the child printed after `tag=` (its last such line)."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(cwd),
                           env=_isolated_env(), timeout=120)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("HEAVY=")]
+    lines = [line for line in done.stdout.splitlines() if line.startswith(f"{tag}=")]
     assert lines, f"no report from the child (rc {done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return lines[-1].removeprefix("HEAVY=")
+    return lines[-1].removeprefix(f"{tag}=")
+
+
+def _heavy_modules(code: str, cwd: Path) -> str:
+    return _reported(code, cwd, "HEAVY")
 
 
 def test_plugin_import_pulls_in_nothing_heavy(tmp_path: Path) -> None:
@@ -53,11 +58,7 @@ RUN_OWN = ENTRY_POINT_OWN + ",pytest_sglang_perf.pytest_plugin,pytest_sglang_per
 
 
 def _own_modules(code: str, cwd: Path) -> str:
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(cwd),
-                          env=_isolated_env(), timeout=120)
-    lines = [line for line in done.stdout.splitlines() if line.startswith("OWN=")]
-    assert lines, f"no report from the child (rc {done.returncode}):\n{done.stdout}\n{done.stderr}"
-    return lines[-1].removeprefix("OWN=")
+    return _reported(code, cwd, "OWN")
 
 
 def test_importing_the_entry_point_loads_nothing_else_of_the_package(tmp_path: Path) -> None:
