@@ -16,14 +16,10 @@ whose cells have no ceiling says why once. Plain Python (no pytest).
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
 from pytest_sglang_perf.wrapping import wrap_lines
-
-if TYPE_CHECKING:
-    pass
 
 GB = 1e9
 
