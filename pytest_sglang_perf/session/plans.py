@@ -1,0 +1,91 @@
+"""The session's plans: one VariantRun per variant its tests use, each with its server's plan, and the pre-flight
+check of their flags before any server starts; whether SGLang can run here at all.
+
+Plain Python (no pytest): the facade (session/facade.py) hands it the collected tests; the runs it makes are the
+records every other room of the session updates.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from functools import cached_property
+
+from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.config.settings import Settings, Variant
+from pytest_sglang_perf.errors import SGLangPerfError
+from pytest_sglang_perf.gate.environment import detect_gpus
+from pytest_sglang_perf.gate.store import check_baseline_dir
+from pytest_sglang_perf.server.plan import plan_server
+from pytest_sglang_perf.server.preflight import Level, check_plans
+from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
+from pytest_sglang_perf.session.live import Live
+from pytest_sglang_perf.session.variant_run import VariantRun
+from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
+
+INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
+
+
+class NothingMeasured(SGLangPerfError):
+    """A gate run (--sglang-require-real) whose perf tests cannot run here: the message says why and the fix."""
+
+
+class SessionPlans:
+    def __init__(self, settings: Settings, options: RunOptions, variants: Sequence[Variant], live: Live) -> None:
+        self._settings = settings
+        self._options = options
+        self._variants = variants
+        self._live = live
+        self.runs: dict[str, VariantRun] = {}
+        """The variants the session's tests use, in run order."""
+
+    @cached_property
+    def parser(self) -> ArgParser:
+        """SGLang's flags as the installed version (or the simulator) parses them."""
+        return choose_parser(simulate=self._options.simulate)
+
+    @cached_property
+    def targets(self) -> TargetGpus:
+        """The GPUs the variants will run on: nvidia-smi's, or the simulated one (server/target_gpus.py)."""
+        return target_gpus(self._settings, simulate=self._options.simulate, host=lambda: detect_gpus().names)
+
+    @cached_property
+    def unavailable(self) -> str | None:
+        """Why no variant can run here (SGLang is not installed), or None."""
+        if (self._options.simulate or self._settings.server_command is not None
+                or all(v.url for v in self._variants)):
+            return None
+        if importlib.util.find_spec("sglang") is None:
+            return "SGLang is not installed"
+        return None
+
+    def collect(self, tests: Sequence[tuple[str, str]]) -> None:
+        """The tests (node id, variant name) in run order: plan each variant they use, then check its flags."""
+        for nodeid, name in tests:
+            self.run(name).tests.append(nodeid)
+        if self.runs and self.unavailable is not None and self._options.require_real:
+            raise NothingMeasured(
+                f"sglang-perf: --sglang-require-real: {len(tests)} perf test(s) cannot run: {self.unavailable}; "
+                f"install it on this runner ({INSTALL}), or drop --sglang-require-real to let them skip")
+        if self.runs and self.unavailable is None:
+            check_baseline_dir(self._settings.baseline_dir)  # a broken store stops the session before any boot
+            self._preflight()
+
+    def run(self, name: str) -> VariantRun:
+        """The variant's run, planned when first asked for."""
+        run = self.runs.get(name)
+        if run is None:
+            variant = next((v for v in self._variants if v.name == name), None) or self._settings.variant(name)
+            run = self.runs[name] = VariantRun(variant, plan_server(self._settings, variant,
+                                                                    simulate=self._options.simulate))
+        return run
+
+    def _preflight(self) -> None:
+        """Unknown, ambiguous, repeated or incompatible flags: reported before any server starts."""
+        local = [run.plan for run in self.runs.values() if run.plan.url is None]
+        remote = [run.plan for run in self.runs.values() if run.plan.url is not None]
+        findings = [*check_plans(local, self.parser, gpus=self.targets), *check_plans(remote, self.parser)]
+        for finding in findings:
+            self._live.finding(f"pre-flight {finding}")
+            if finding.level is Level.ERROR:
+                self.runs[finding.variant].preflight_errors.append(finding.message)
