@@ -1,4 +1,4 @@
-"""GPU claims (server/gpu_claims.py) and pytest-xdist's variant scopes (pytest_plugin/xdist_scheduling.py)."""
+"""GPU claims (server/gpu_claims.py)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sglang_perf.pytest_plugin.xdist_scheduling import variant_scope
 from pytest_sglang_perf.server.gpu_claims import GpuClaimError, claim_gpus, gpu_pool
 
 POOL = ("0", "1", "2", "3")
@@ -53,18 +52,6 @@ def test_a_claim_waits_for_a_release(tmp_path: Path) -> None:
 def test_more_gpus_than_the_pool_holds_is_refused_at_once(tmp_path: Path) -> None:
     with pytest.raises(GpuClaimError, match=r"needs 8 GPU\(s\) \(tp x pp x dp\) but this host offers 4 \(0,1,2,3\)"):
         claim_gpus(POOL, 8, tmp_path, timeout=60)
-
-
-@pytest.mark.parametrize(("nodeid", "scope"), [
-    ("tests/perf/test_p.py::test_x[tp2]", "tp2"),
-    ("tests/perf/test_p.py::test_x[512-tp2]", "tp2"),
-    ("tests/perf/test_p.py::Test::test_x[default]@default", "default"),
-    ("tests/perf/test_p.py::test_x[tp2x]", None),
-    ("tests/unit/test_a.py::test_b", None),
-    ("tests/unit/test_a.py::test_b[a@b]", None),
-])
-def test_a_perf_test_is_scheduled_with_its_variant(nodeid: str, scope: str | None) -> None:
-    assert variant_scope(nodeid, ["default", "tp2"]) == scope
 
 
 def test_a_claim_lasts_as_long_as_the_server_that_inherited_it(tmp_path: Path) -> None:
