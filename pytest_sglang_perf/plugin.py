@@ -32,7 +32,8 @@ def pytest_configure(config: pytest.Config) -> None:
         return
     from pytest_sglang_perf.pytest_plugin import hooks
 
-    config.pluginmanager.register(hooks, HOOKS)
+    if not config.pluginmanager.is_registered(hooks):
+        config.pluginmanager.register(hooks, HOOKS)
     hooks.configure(config)
 
 
