@@ -102,3 +102,13 @@ def test_readme_starts_with_the_two_commands() -> None:
     assert lines[1].split("#")[0].strip().endswith(".venv/bin/pytest")
     ci = (ROOT / ".ci" / "run").read_text()
     assert ".venv/bin/pytest\n" in ci, ".ci/run must run the README's test command"
+
+
+def test_every_page_the_readme_and_the_usage_pages_link_to_exists() -> None:
+    """The README is the Quick Start and a table of contents: each local link must lead somewhere."""
+    pages = [ROOT / "README.md", *sorted((ROOT / "docs" / "usage").glob("*.md"))]
+    links = [(page, target) for page in pages
+             for target in re.findall(r"\]\(([^)#]+)\)", page.read_text()) if "://" not in target]
+    assert len([link for link in links if link[0].name == "README.md"]) >= 17
+    missing = [f"{page.relative_to(ROOT)} -> {target}" for page, target in links if not (page.parent / target).exists()]
+    assert missing == []
