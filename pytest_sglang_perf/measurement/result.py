@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad
@@ -102,8 +102,9 @@ class RequestParams:
 
     @property
     def settings(self) -> RequestSettings:
-        return RequestSettings(self.max_tokens, self.temperature, self.seed, self.repeats, self.warmup,
-                               self.ignore_eos, self.prefix_cache, self.concurrency, self.slo)
+        """The part of the request a baseline records: every field of RequestSettings, taken by name (a request's
+        fields are RequestSettings' plus the prompt, the adaptive plan's limit and the level as asked)."""
+        return RequestSettings(**{name: getattr(self, name) for name in _SETTINGS_FIELDS})
 
     @property
     def cell_suffix(self) -> str:
@@ -112,6 +113,9 @@ class RequestParams:
 
     def to_dict(self) -> dict[str, Any]:
         return self.settings.to_dict()
+
+
+_SETTINGS_FIELDS = tuple(f.name for f in fields(RequestSettings))
 
 
 @dataclass(frozen=True)
