@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.config.reader import (
     Reader,
@@ -16,7 +17,9 @@ from pytest_sglang_perf.config.reader import (
 from pytest_sglang_perf.config.units import parse_duration, parse_latency
 from pytest_sglang_perf.measurement.concurrency import Level, Slo
 from pytest_sglang_perf.measurement.prefix_cache import COLD, PrefixCache, prefix_cache_mode
-from pytest_sglang_perf.measurement.result import RequestParams
+
+if TYPE_CHECKING:
+    from pytest_sglang_perf.measurement.result import RequestParams
 
 AUTO = "auto"
 """`request.repeats = "auto"` (and `measure(repeats="auto")`): the adaptive plan."""
@@ -48,6 +51,8 @@ class RequestDefaults:
                level: Level = 1, slo: Slo | None = None) -> RequestParams:
         """The request a measurement sends: what the test passed (None: not passed), else these defaults. Raises
         ValueError for a `repeats` that is neither a whole number >= 1 nor "auto"."""
+        from pytest_sglang_perf.measurement.result import RequestParams
+
         adaptive = repeats == AUTO or (repeats is None and self.adaptive)
         if repeats is not None and repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)
                                                          or repeats < 1):

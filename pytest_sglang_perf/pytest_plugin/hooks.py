@@ -8,6 +8,7 @@ configuration turns out to have no [tool.sglang_perf] table, the session is None
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import warnings
 from collections.abc import Generator
@@ -184,10 +185,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return
     order = {v.name: i for i, v in enumerate(session.variants)}
     items.sort(key=lambda item: order.get(_variant_of(item) or "", -1))
-    from pytest_sglang_perf.pytest_plugin.benchmark_bridge import mark_items
+    perf_items = [(item, name) for item in items if (name := _variant_of(item)) is not None]
+    if perf_items:  # the bridge (and what it imports) only where there are cells to hand over
+        from pytest_sglang_perf.pytest_plugin.benchmark_bridge import mark_items
 
-    mark_items(config, [(item, name) for item in items if (name := _variant_of(item)) is not None],
-               session.options.benchmark)
+        mark_items(config, perf_items, session.options.benchmark)
 
 
 def collected_nodeid(item: pytest.Item) -> str:
@@ -280,15 +282,16 @@ def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
     session = terminalreporter.config.stash.get(SESSION, None)
     if session is None:
         return
-    from pytest_sglang_perf.report.sections import summary_sections
-    from pytest_sglang_perf.report.workers import worker_sections
-
     parts = list(terminalreporter.config.stash[_WORKER_PARTS].values())
-    record = session.record()
-    for title, lines in worker_sections(record, parts) if parts else summary_sections(record):
-        terminalreporter.section(title)
-        for line in lines:
-            terminalreporter.write_line(line)
+    if session.runs or parts:  # a run that collected no perf test has no section (nor loads the report wing)
+        from pytest_sglang_perf.report.sections import summary_sections
+        from pytest_sglang_perf.report.workers import worker_sections
+
+        record = session.record()
+        for title, lines in worker_sections(record, parts) if parts else summary_sections(record):
+            terminalreporter.section(title)
+            for line in lines:
+                terminalreporter.write_line(line)
     if session.written:
         for line in _wrapped(f"sglang-perf: wrote {'; '.join(session.written)}"):
             terminalreporter.write_line(line)
@@ -338,14 +341,24 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         workeroutput[OUTPUT_KEY] = worker_output(perf.document_record(), perf.nothing_measured(), perf.errors)
         return
     perf.finish()
-    if session.config.pluginmanager.hasplugin("dsession"):  # pytest-xdist's controller: its workers measured
+    _write_outputs(session.config, perf)
+    if perf.errors and exitstatus == pytest.ExitCode.OK:  # a failure outside any test (a baseline boot) is not green
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+
+def _write_outputs(config: pytest.Config, perf: PerfSession) -> None:
+    """The files the run asked for besides the terminal (the report wing writes them from the session's records);
+    an xdist controller's, from its workers' documents."""
+    if config.pluginmanager.hasplugin("dsession"):  # pytest-xdist's controller: its workers measured
         from pytest_sglang_perf.report.workers import finish_controller
 
-        outputs = finish_controller(perf.options, list(session.config.stash[_WORKER_PARTS].values()))
+        outputs = finish_controller(perf.options, list(config.stash[_WORKER_PARTS].values()))
     else:
+        from pytest_sglang_perf.outputs.writers import outputs_wanted
+
+        if not outputs_wanted(perf.options, os.environ, measured=bool(perf.runs)):
+            return  # nothing asked for: the report wing is not loaded
         from pytest_sglang_perf.report.sections import write_files
 
         outputs = write_files(perf.document_record, perf.options, measured=bool(perf.runs))
     perf.wrote(outputs.written, outputs.errors)
-    if perf.errors and exitstatus == pytest.ExitCode.OK:  # a failure outside any test (a baseline boot) is not green
-        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -16,11 +16,8 @@ import http.client
 import urllib.error
 import urllib.request
 from collections.abc import Callable
-from dataclasses import replace
 from pathlib import Path
 
-from pytest_sglang_perf.config.run_options import RunOptions
-from pytest_sglang_perf.config.settings import ConfigError, Variant
 from pytest_sglang_perf.server.boot import RunningServer
 from pytest_sglang_perf.server.launcher import BootError
 from pytest_sglang_perf.server.plan import API_KEY_ENV, ServerPlan
@@ -41,30 +38,6 @@ class RemoteUnavailable(BootError):
 
     def report(self) -> str:
         return f"{self}\n  expected to run: {self._expected}\n  (not started by this run: nothing was booted)"
-
-
-def remote_variants(variants: tuple[Variant, ...], options: RunOptions) -> tuple[Variant, ...]:
-    """The run's variants with --sglang-url and --sglang-remote-gpu applied; raises ConfigError when --sglang-url
-    would name several variants' server, or when --sglang-boots would need to reboot a remote server."""
-    if options.url is not None:
-        if len(variants) != 1:
-            names = ", ".join(v.name for v in variants)
-            raise ConfigError(f"--sglang-url {options.url}: one running server runs one variant, and this run "
-                              f"selects {len(variants)} ({names}); add --sglang-variants NAME (the variant whose "
-                              "args the server runs), or give each variant its own url = \"...\" in the config")
-        variants = (replace(variants[0], url=options.url),)
-    if options.remote_gpu is not None:
-        variants = tuple(replace(v, gpu=v.gpu or options.remote_gpu) if v.url else v for v in variants)
-    pinned = [v.name for v in variants if v.gpu and not v.url]
-    if pinned:
-        raise ConfigError(f"variant {pinned[0]!r}: gpu = ... names the GPU of a remote server (url = ..., or "
-                          "--sglang-url); this run boots it, and a booted server's GPU is the one nvidia-smi lists: "
-                          "drop gpu, or give the url of the server it runs on")
-    remote = [v.name for v in variants if v.url]
-    if remote and options.update_baselines and options.boots > 1:
-        raise ConfigError(f"--sglang-boots {options.boots}: the remote server of {', '.join(remote)} is not booted by "
-                          "this run, so it cannot be booted again; record it with one boot (drop --sglang-boots)")
-    return variants
 
 
 def attach_server(plan: ServerPlan, log_path: Path, timeout: float, say: Callable[[str], None]) -> RunningServer:

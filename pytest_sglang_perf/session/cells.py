@@ -29,14 +29,15 @@ Measure = Callable[[str, RequestParams, "Callable[[Result], bool] | None"], Resu
 
 class SessionCells:
     def __init__(self, options: RunOptions, runs: Mapping[str, VariantRun], baselines: SessionBaselines,
-                 conditions: SessionConditions, measure: Measure) -> None:
+                 conditions: SessionConditions, measure: Measure, records: list[CellRecord]) -> None:
         self._options = options
         self._runs = runs
         self._baselines = baselines
         self._conditions = conditions
         self._measure = measure
-        self.records: list[CellRecord] = []
-        """Every checked cell in order, with its result, its re-measure and the entry recording it would write."""
+        self.records = records
+        """Every checked cell in order, with its result, its re-measure and the entry recording it would write (the
+        session's own record, appended to here)."""
 
     def place(self, name: str, params: RequestParams) -> CellPlace:
         """The cell's baseline file key and identity (request, server args as resolved, model, GPUs used)."""

@@ -7,39 +7,43 @@ keeps it in `config.stash`; its hooks and fixtures only call into it: `collected
 (plans.py), boots, inspection, placing and stops (boots.py, identity.py), GPU claims (gpus.py), conditions
 (conditions.py), baselines (baselines.py), checked cells (cells.py), bandwidth ceilings (roofline.py), live lines
 (live.py); one VariantRun record per variant (variant_run.py) is what they share.
+
+Each room is made, and its module imported, when first needed: a run that collects no perf test imports none of
+them (tests/unit/pytest_plugin/test_import_cost.py).
 """
 
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.config.selection import remote_variants
 from pytest_sglang_perf.config.settings import ConfigError, Settings, variant_line
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.gate.environment import Environment, build_environment
-from pytest_sglang_perf.gate.results_file import CellRecord
-from pytest_sglang_perf.measurement.result import BootFacts, RequestParams, Result
-from pytest_sglang_perf.server.describe import strict_failure, warning_text
-from pytest_sglang_perf.server.launcher import BootError
 from pytest_sglang_perf.server.logdirs import RunLogs
-from pytest_sglang_perf.server.remote import remote_variants
-from pytest_sglang_perf.session.baselines import SessionBaselines
-from pytest_sglang_perf.session.boots import SessionBoots
-from pytest_sglang_perf.session.cells import SessionCells
-from pytest_sglang_perf.session.conditions import SessionConditions
-from pytest_sglang_perf.session.gpus import SessionGpus
-from pytest_sglang_perf.session.live import Live
-from pytest_sglang_perf.session.plans import INSTALL, NothingMeasured, SessionPlans
-from pytest_sglang_perf.session.roofline import SessionRoofline
-from pytest_sglang_perf.session.run_record import DocumentRecord, RunRecord
-from pytest_sglang_perf.session.variant_run import VariantRun
-from pytest_sglang_perf.wrapping import wrap_lines
+from pytest_sglang_perf.session import INSTALL
 
-__all__ = ["ConfigWarning", "NothingMeasured", "PerfSession", "VariantUnavailable"]
+if TYPE_CHECKING:
+    from pytest_sglang_perf.gate.environment import Environment
+    from pytest_sglang_perf.gate.results_file import CellRecord
+    from pytest_sglang_perf.measurement.result import BootFacts, RequestParams, Result
+    from pytest_sglang_perf.session.baselines import SessionBaselines
+    from pytest_sglang_perf.session.boots import SessionBoots
+    from pytest_sglang_perf.session.cells import SessionCells
+    from pytest_sglang_perf.session.conditions import SessionConditions
+    from pytest_sglang_perf.session.gpus import SessionGpus
+    from pytest_sglang_perf.session.live import Live
+    from pytest_sglang_perf.session.plans import SessionPlans
+    from pytest_sglang_perf.session.roofline import SessionRoofline
+    from pytest_sglang_perf.session.run_record import DocumentRecord, RunRecord
+    from pytest_sglang_perf.session.variant_run import VariantRun
+
 
 
 class VariantUnavailable(SGLangPerfError):
@@ -77,62 +81,21 @@ class PerfSession:
         """Session-level failures outside any test (a baseline boot that failed): the run exits non-zero."""
         self.logs = RunLogs(options.log_dir or settings.log_dir, options.log_root)
         """The servers' log folder (server/logdirs.py): created when the first server boots."""
-        self.live = Live(say, verbosity=options.verbosity, heartbeat=options.heartbeat, simulated=options.simulate)
-        self.plans = SessionPlans(settings, options, self.variants, self.live)
+        self.runs: dict[str, VariantRun] = {}
+        """The variants the session's tests use, in run order (session/plans.py fills it)."""
+        self.records: list[CellRecord] = []
+        """Every checked cell in order, with what it was judged on (session/cells.py appends to it)."""
         self._say = say
 
-    # The rooms: each decides one concern; the facade only sequences them ----------------------------------------
-
     @cached_property
-    def roofline(self) -> SessionRoofline:
-        """The GPU probe's report, the variants' model bytes and each decode cell's bandwidth ceiling."""
-        return SessionRoofline(self.settings, self.plans.targets, simulate=self.options.simulate,
-                               probe=self.options.probe, say=self.live.note)
-
-    @cached_property
-    def conditions(self) -> SessionConditions:  # what a measurement's conditions do to its verdict and recording
-        return SessionConditions(self.settings.conditions, ignore=self.options.ignore_conditions, live=self.live,
-                                 simulate=self.options.simulate)
-
-    @cached_property
-    def gpus(self) -> SessionGpus:  # the GPUs each server gets (a claim of its own on a multi-GPU host)
-        return SessionGpus(self.options, self.settings.startup_timeout, lambda: self.plans.parser, self.live)
-
-    @cached_property
-    def boots(self) -> SessionBoots:  # booting, inspecting, placing and stopping each variant's server
-        return SessionBoots(self.settings, simulate=self.options.simulate, logs=self.logs, live=self.live,
-                            gpus=self.gpus, roofline=self.roofline, parser=lambda: self.plans.parser,
-                            targets=lambda: self.plans.targets, runs=self.runs)
-
-    @cached_property
-    def environment(self) -> Environment:
-        return build_environment(model=self.settings.model, simulated=self.options.simulate)
-
-    @cached_property
-    def baselines(self) -> SessionBaselines:
-        from pytest_sglang_perf.sglang_facts.resolved import option_defaults
-
-        return SessionBaselines(self.settings, self.options, self.environment.facts,
-                                lambda: option_defaults(self.plans.parser))
-
-    @cached_property
-    def cells(self) -> SessionCells:  # each checked result placed, judged or recorded, confirmed and kept
-        return SessionCells(self.options, self.runs, self.baselines, self.conditions, self.measure)
-
-    @property
-    def runs(self) -> dict[str, VariantRun]:
-        """The variants the session's tests use, in run order."""
-        return self.plans.runs
-
-    @property
-    def records(self) -> list[CellRecord]:
-        """Every checked cell in order, with what it was judged on."""
-        return self.cells.records
-
-    @property
     def unavailable(self) -> str | None:
         """Why no variant can run here (SGLang is not installed), or None."""
-        return self.plans.unavailable
+        if (self.options.simulate or self.settings.server_command is not None
+                or all(v.url for v in self.variants)):
+            return None
+        if importlib.util.find_spec("sglang") is None:
+            return "SGLang is not installed"
+        return None
 
     @property
     def skip_reason(self) -> str | None:
@@ -141,17 +104,85 @@ class PerfSession:
             return None
         return f"{self.unavailable} ({INSTALL}); run with --sglang-simulate to use the simulator instead"
 
+    # The rooms: each decides one concern; the facade only sequences them ----------------------------------------
+
+    @cached_property
+    def live(self) -> Live:  # what the session says while it runs, at pytest's verbosity
+        from pytest_sglang_perf.session.live import Live
+
+        options = self.options
+        return Live(self._say, verbosity=options.verbosity, heartbeat=options.heartbeat, simulated=options.simulate)
+
+    @cached_property
+    def plans(self) -> SessionPlans:  # a run per variant the tests use, planned and checked before any boot
+        from pytest_sglang_perf.session.plans import SessionPlans
+
+        return SessionPlans(self.settings, self.options, self.variants, self.live, self.runs,
+                            unavailable=self.unavailable)
+
+    @cached_property
+    def roofline(self) -> SessionRoofline:
+        """The GPU probe's report, the variants' model bytes and each decode cell's bandwidth ceiling."""
+        from pytest_sglang_perf.session.roofline import SessionRoofline
+
+        return SessionRoofline(self.settings, self.plans.targets, simulate=self.options.simulate,
+                               probe=self.options.probe, say=self.live.note)
+
+    @cached_property
+    def conditions(self) -> SessionConditions:  # what a measurement's conditions do to its verdict and recording
+        from pytest_sglang_perf.session.conditions import SessionConditions
+
+        return SessionConditions(self.settings.conditions, ignore=self.options.ignore_conditions, live=self.live,
+                                 simulate=self.options.simulate)
+
+    @cached_property
+    def gpus(self) -> SessionGpus:  # the GPUs each server gets (a claim of its own on a multi-GPU host)
+        from pytest_sglang_perf.session.gpus import SessionGpus
+
+        return SessionGpus(self.options, self.settings.startup_timeout, lambda: self.plans.parser, self.live)
+
+    @cached_property
+    def boots(self) -> SessionBoots:  # booting, inspecting, placing and stopping each variant's server
+        from pytest_sglang_perf.session.boots import SessionBoots
+
+        return SessionBoots(self.settings, simulate=self.options.simulate, logs=self.logs, live=self.live,
+                            gpus=self.gpus, roofline=self.roofline, parser=lambda: self.plans.parser,
+                            targets=lambda: self.plans.targets, runs=self.runs)
+
+    @cached_property
+    def environment(self) -> Environment:
+        from pytest_sglang_perf.gate.environment import build_environment
+
+        return build_environment(model=self.settings.model, simulated=self.options.simulate)
+
+    @cached_property
+    def baselines(self) -> SessionBaselines:
+        from pytest_sglang_perf.session.baselines import SessionBaselines
+        from pytest_sglang_perf.sglang_facts.resolved import option_defaults
+
+        return SessionBaselines(self.settings, self.options, self.environment.facts,
+                                lambda: option_defaults(self.plans.parser))
+
+    @cached_property
+    def cells(self) -> SessionCells:  # each checked result placed, judged or recorded, confirmed and kept
+        from pytest_sglang_perf.session.cells import SessionCells
+
+        return SessionCells(self.options, self.runs, self.baselines, self.conditions, self.measure, self.records)
+
     # Collection, and around each test ---------------------------------------------------------------------------
 
     def collected(self, tests: Sequence[tuple[str, str]]) -> None:
         """The tests (node id, variant name) in run order: plan each variant they use, then check its flags."""
-        self.plans.collect(tests)
+        if tests:
+            self.plans.collect(tests)
 
     def begin(self, name: str, *, skipped: bool) -> None:
         """Before a test's setup: boot its variant's server, so that boot progress reaches the terminal live."""
         run = self.runs.get(name)
         if run is None or skipped or run.preflight_errors or self.unavailable is not None:
             return
+        from pytest_sglang_perf.server.launcher import BootError
+
         with contextlib.suppress(BootError):  # remembered in the run: the fixture fails the variant's tests
             self.boots.boot(run)
 
@@ -172,6 +203,9 @@ class PerfSession:
 
     def ready(self, name: str) -> VariantRun:
         """The variant's run with its server up; raises VariantUnavailable with the report when it cannot be."""
+        from pytest_sglang_perf.server.launcher import BootError
+        from pytest_sglang_perf.wrapping import wrap_lines
+
         run = self.plans.run(name)
         if run.preflight_errors:
             errors = wrap_lines([f"  {error}" for error in run.preflight_errors])
@@ -188,6 +222,8 @@ class PerfSession:
         run = self.runs.get(name)
         if not self.options.strict_flags or run is None or run.config is None or not run.config.problems:
             return None
+        from pytest_sglang_perf.server.describe import strict_failure
+
         return strict_failure(name, run.config)
 
     def config_warning(self, name: str) -> ConfigWarning | None:
@@ -195,6 +231,8 @@ class PerfSession:
         config = self.runs[name].config
         if config is None or not config.warnings or (self.options.strict_flags and config.problems):
             return None
+        from pytest_sglang_perf.server.describe import warning_text
+
         path = self.settings.path
         line = variant_line(path, name) if path is not None else None
         return ConfigWarning(warning_text(name, config), path, line)
@@ -251,6 +289,8 @@ class PerfSession:
 
     def record(self) -> RunRecord:
         """The run's record for the summary (report/sections.py)."""
+        from pytest_sglang_perf.session.run_record import RunRecord
+
         return RunRecord(tuple(v.name for v in self.variants), tuple(self.runs.values()), tuple(self.records),
                          simulated=self.options.simulate, verbosity=self.options.verbosity,
                          results_path=self.options.results_path, confidence=self.settings.gate.confidence,
@@ -259,6 +299,8 @@ class PerfSession:
 
     def document_record(self) -> DocumentRecord:
         """The run's record for the results document: the summary's, with what each cell offers the baselines."""
+        from pytest_sglang_perf.session.run_record import DocumentRecord
+
         return DocumentRecord(self.record(), tuple(self.baselines.offered(self.records, self.conditions.why)),
                               self.environment.facts, self.baselines.commit,
                               self.baselines.ledger.to_dict(self._collected()))
@@ -272,5 +314,7 @@ class PerfSession:
 
 def _boot_facts(run: VariantRun) -> BootFacts | None:
     """The server's startup facts as a result carries them."""
+    from pytest_sglang_perf.measurement.result import BootFacts
+
     facts = run.startup
     return None if facts is None else BootFacts(facts.graph_capture_seconds, facts.to_dict())

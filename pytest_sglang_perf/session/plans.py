@@ -7,7 +7,6 @@ records every other room of the session updates.
 
 from __future__ import annotations
 
-import importlib.util
 from collections.abc import Sequence
 from functools import cached_property
 
@@ -19,11 +18,10 @@ from pytest_sglang_perf.gate.store import check_baseline_dir
 from pytest_sglang_perf.server.plan import plan_server
 from pytest_sglang_perf.server.preflight import Level, check_plans
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
+from pytest_sglang_perf.session import INSTALL
 from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.variant_run import VariantRun
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
-
-INSTALL = "pip install 'pytest-sglang-perf[sglang]'"
 
 
 class NothingMeasured(SGLangPerfError):
@@ -31,13 +29,16 @@ class NothingMeasured(SGLangPerfError):
 
 
 class SessionPlans:
-    def __init__(self, settings: Settings, options: RunOptions, variants: Sequence[Variant], live: Live) -> None:
+    def __init__(self, settings: Settings, options: RunOptions, variants: Sequence[Variant], live: Live,
+                 runs: dict[str, VariantRun], *, unavailable: str | None) -> None:
         self._settings = settings
         self._options = options
         self._variants = variants
         self._live = live
-        self.runs: dict[str, VariantRun] = {}
-        """The variants the session's tests use, in run order."""
+        self.runs = runs
+        """The variants the session's tests use, in run order (the session's own record, filled here)."""
+        self.unavailable = unavailable
+        """Why no variant can run here (the session tells), or None."""
 
     @cached_property
     def parser(self) -> ArgParser:
@@ -48,16 +49,6 @@ class SessionPlans:
     def targets(self) -> TargetGpus:
         """The GPUs the variants will run on: nvidia-smi's, or the simulated one (server/target_gpus.py)."""
         return target_gpus(self._settings, simulate=self._options.simulate, host=lambda: detect_gpus().names)
-
-    @cached_property
-    def unavailable(self) -> str | None:
-        """Why no variant can run here (SGLang is not installed), or None."""
-        if (self._options.simulate or self._settings.server_command is not None
-                or all(v.url for v in self._variants)):
-            return None
-        if importlib.util.find_spec("sglang") is None:
-            return "SGLang is not installed"
-        return None
 
     def collect(self, tests: Sequence[tuple[str, str]]) -> None:
         """The tests (node id, variant name) in run order: plan each variant they use, then check its flags."""

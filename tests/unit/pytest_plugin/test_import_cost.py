@@ -79,14 +79,31 @@ def test_a_run_without_a_perf_configuration_loads_only_the_options(tmp_path: Pat
     assert _own_modules(code, tmp_path) == RUN_OWN
 
 
-def test_a_project_with_a_configuration_loads_the_pytest_face(tmp_path: Path) -> None:
-    """The counter-check: the same run in a project with a [tool.sglang_perf] table registers the pytest face."""
-    (tmp_path / "pyproject.toml").write_text('[tool.sglang_perf]\nmodel = "m"\n')
+HEAVY_PARTS = ("gate", "report", "roofline", "hardware", "plots", "simulator", "sglang_facts")
+ROOMS = ("session.plans", "session.boots", "session.cells", "session.baselines", "session.live")
+
+
+@pytest.mark.parametrize("perf_test", [False, True])
+def test_a_configured_project_loads_the_session_only_when_a_perf_test_is_collected(tmp_path: Path,
+                                                                                 perf_test: bool) -> None:
+    """With a [tool.sglang_perf] table the pytest face is registered and the configuration read; the session's
+    rooms, the gate and the report load only once a perf test is collected (the counter-check: one is)."""
+    (tmp_path / "pyproject.toml").write_text('[tool.sglang_perf]\nmodel = "Qwen/Qwen3-8B"\n'
+                                             "[tool.sglang_perf.variants]\ndefault = []\n")
+    body = "sglang_perf" if perf_test else ""
+    (tmp_path / "test_one.py").write_text(f"def test_one({body}):\n    pass\n")
     code = ("import sys, pytest\n"
-            "pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'pytest_sglang_perf.plugin', '--co'])\n"
+            "pytest.main(['-q', '-p', 'no:cacheprovider', '-p', 'pytest_sglang_perf.plugin', '--sglang-simulate',"
+            " '--co'])\n"
             f"{OWN}")
-    loaded = _own_modules(code, tmp_path).split(",")
-    assert "pytest_sglang_perf.pytest_plugin.hooks" in loaded and "pytest_sglang_perf.config.settings" in loaded
+    loaded = {name.removeprefix("pytest_sglang_perf.") for name in _own_modules(code, tmp_path).split(",")}
+    assert {"pytest_plugin.hooks", "config.settings", "session.facade"} <= loaded
+    heavy = sorted(name for name in loaded
+                   if name.partition(".")[0] in HEAVY_PARTS or name in ROOMS)
+    if perf_test:
+        assert {"session.plans", "sglang_facts.flags"} <= set(heavy)
+    else:
+        assert heavy == []
 
 
 def test_the_check_catches_a_heavy_import(tmp_path: Path) -> None:

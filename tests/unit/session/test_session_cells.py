@@ -57,7 +57,7 @@ def cells(tmp_path: Path, server: Server, *, update: bool = False) -> SessionCel
     live = Live(lambda line: None, verbosity=0, heartbeat=0.0, simulated=True)
     baselines = SessionBaselines(settings, options, {"sglang": "sim"}, lambda: {})
     conditions = SessionConditions(ConditionLimits(), ignore=True, live=live, simulate=True)
-    return SessionCells(options, runs, baselines, conditions, server.measure)
+    return SessionCells(options, runs, baselines, conditions, server.measure, [])
 
 
 def test_a_cell_without_a_baseline_is_new_and_kept(tmp_path: Path) -> None:

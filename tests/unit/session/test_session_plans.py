@@ -10,17 +10,22 @@ import pytest
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import Settings, Variant
+from pytest_sglang_perf.session.facade import PerfSession
 from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.plans import NothingMeasured, SessionPlans
 
 VARIANTS = (Variant("default", ()), Variant("typo", ("--enable-no-such-flag",)), Variant("unused", ()))
 
 
-def plans(tmp_path: Path, said: list[str], **options: object) -> SessionPlans:
-    settings = Settings(source="test", root=tmp_path, model="Qwen/Qwen3-8B", variants=VARIANTS,
-                        baseline_dir=tmp_path / "b")
+def settings(tmp_path: Path) -> Settings:
+    return Settings(source="test", root=tmp_path, model="Qwen/Qwen3-8B", variants=VARIANTS,
+                    baseline_dir=tmp_path / "b")
+
+
+def plans(tmp_path: Path, said: list[str], unavailable: str | None = None, **options: object) -> SessionPlans:
     live = Live(said.append, verbosity=0, heartbeat=0.0, simulated=True)
-    return SessionPlans(settings, RunOptions(**options), VARIANTS, live)  # type: ignore[arg-type]
+    return SessionPlans(settings(tmp_path), RunOptions(**options), VARIANTS, live, {},  # type: ignore[arg-type]
+                        unavailable=unavailable)
 
 
 def test_the_runs_are_the_variants_the_tests_use_in_their_order(tmp_path: Path) -> None:
@@ -43,14 +48,18 @@ def test_a_flag_the_pre_flight_refuses_is_said_and_kept_in_the_run(tmp_path: Pat
     assert any("pre-flight [typo] error" in line for line in said)
 
 
-@pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="SGLang is installed here")
 def test_without_sglang_a_gate_on_real_sglang_stops_before_anything_runs(tmp_path: Path) -> None:
     """--sglang-require-real on a host without SGLang: NothingMeasured, naming the count, the cause and the fix."""
-    room = plans(tmp_path, [], require_real=True)
-    assert room.unavailable == "SGLang is not installed"
+    room = plans(tmp_path, [], "SGLang is not installed", require_real=True)
     with pytest.raises(NothingMeasured, match=r"2 perf test\(s\) cannot run: SGLang is not installed; install it"):
         room.collect([("t.py::a[default]", "default"), ("t.py::b[default]", "default")])
 
 
-def test_the_simulator_is_always_available(tmp_path: Path) -> None:
-    assert plans(tmp_path, [], simulate=True).unavailable is None
+@pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="SGLang is installed here")
+def test_the_session_says_sglang_is_missing_unless_it_runs_the_simulator(tmp_path: Path) -> None:
+    """Without SGLang, a real run's perf tests cannot run (and say how to get it); the simulator always can."""
+    real = PerfSession(settings(tmp_path), RunOptions(), lambda line: None)
+    assert real.unavailable == "SGLang is not installed"
+    assert real.skip_reason == ("SGLang is not installed (pip install 'pytest-sglang-perf[sglang]'); run with "
+                                "--sglang-simulate to use the simulator instead")
+    assert PerfSession(settings(tmp_path), RunOptions(simulate=True), lambda line: None).unavailable is None
