@@ -9,7 +9,9 @@ turn (so that the machine's drift touches every column alike), after a first rou
 - `ours`: `import pytest_sglang_perf.plugin` (the pytest11 entry point);
 - `pytest-benchmark`: `import pytest_benchmark.plugin` (its entry point);
 - `run, ours` / `run, neither`: a whole `pytest --co` in a project without `[tool.sglang_perf]`, with only our plugin
-  loaded, against the same with no plugin: what the plugin adds to a run that has no perf configuration.
+  loaded, against the same with no plugin: what the plugin adds to a run that has no perf configuration;
+- `run, configured`: the same run in a project with a `[tool.sglang_perf]` table whose tests are no perf tests
+  (the configuration is read; the session's rooms, the gate and the report are not loaded).
 
 Each column's figure is the best of the rounds (the least disturbed), and the ratios are between best figures.
 The last line lists the package's modules that the plugin-only `pytest --co` run imported.
@@ -62,16 +64,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=9)
     rounds = parser.parse_args().rounds
-    columns: dict[str, list[float]] = {"ours": [], "pytest-benchmark": [], "run, ours": [], "run, neither": []}
+    columns: dict[str, list[float]] = {"ours": [], "pytest-benchmark": [], "run, ours": [], "run, neither": [],
+                                       "run, configured": []}
     loaded: list[str] = []
-    with tempfile.TemporaryDirectory() as project:
-        cwd = Path(project)
-        (cwd / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+    with tempfile.TemporaryDirectory() as project, tempfile.TemporaryDirectory() as configured_project:
+        cwd, configured = Path(project), Path(configured_project)
+        for folder in (cwd, configured):
+            (folder / "test_nothing.py").write_text("def test_nothing():\n    pass\n")
+        (configured / "pyproject.toml").write_text('[tool.sglang_perf]\nmodel = "Qwen/Qwen3-8B"\n')
         for number in range(rounds + 1):  # round 0 writes every column's bytecode and is not counted
             figures = {"ours": _import_seconds("pytest_sglang_perf.plugin", cwd),
                        "pytest-benchmark": _import_seconds("pytest_benchmark.plugin", cwd)}
             figures["run, ours"], loaded = _run("pytest_sglang_perf.plugin", cwd)
             figures["run, neither"] = _run(None, cwd)[0]
+            figures["run, configured"] = _run("pytest_sglang_perf.plugin", configured)[0]
             for name, seconds in figures.items():
                 if number:
                     columns[name].append(seconds)
@@ -83,6 +89,9 @@ def main() -> None:
     added = best["run, ours"] - best["run, neither"]
     print(f"a pytest --co run without a perf configuration, with our plugin / without: "
           f"x{best['run, ours'] / best['run, neither']:.3f} ({added * 1e3:+.1f} ms)")
+    configured_added = best["run, configured"] - best["run, neither"]
+    print(f"the same run in a project with a perf configuration and no perf test: "
+          f"x{best['run, configured'] / best['run, neither']:.3f} ({configured_added * 1e3:+.1f} ms)")
     print(f"package modules the plugin-only run imported ({len(loaded)}): {', '.join(loaded)}")
 
 
