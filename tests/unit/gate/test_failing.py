@@ -21,8 +21,8 @@ def test_the_refresh_command_of_a_remote_server_selects_its_variant_and_gpu() ->
 def test_a_gpu_is_named_only_for_a_remote_server() -> None:
     import pytest
 
-    from pytest_sglang_perf.config.settings import ConfigError, Variant
     from pytest_sglang_perf.config.selection import remote_variants
+    from pytest_sglang_perf.config.settings import ConfigError, Variant
 
     named = (Variant("prod", gpu="NVIDIA H100 80GB HBM3"),)
     with pytest.raises(ConfigError, match=r"gpu = \.\.\. names the GPU of a remote server"):
