@@ -40,11 +40,13 @@ def pytest_configure(config: pytest.Config) -> None:
 @pytest.fixture(scope="session")
 def sglang_variant(request: pytest.FixtureRequest) -> Variant:
     """The flag-matrix variant of the current test (tests using `sglang_perf` run once per variant)."""
+    from pytest_sglang_perf.config.settings import Variant
+
     variant = getattr(request, "param", None)
-    if variant is None:
+    if not isinstance(variant, Variant):
         pytest.fail("sglang-perf: no configuration found: add a [tool.sglang_perf] table to pyproject.toml, "
                     "a sglang-perf.toml in the rootdir, or pass --sglang-config PATH", pytrace=False)
-    return variant  # type: ignore[no-any-return]
+    return variant
 
 
 @pytest.fixture

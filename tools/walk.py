@@ -38,16 +38,18 @@ from typing import Any
 
 import pytest
 
-LAYER = {
-    "__init__": 0, "errors": 0, "wrapping": 0, "prompts": 0, "sglang_facts": 1, "hardware": 1, "roofline": 2,
-    "measurement": 3, "config": 4, "gate": 5, "server": 5, "plots": 6, "outputs": 7, "session": 8, "report": 9,
-    "pytest_plugin": 10, "cli": 10, "plugin": 11,
-    # the layout before the session and report wings (top-level modules) mapped onto the same layers
-    "variant_run": 8, "live": 8, "session_baselines": 8, "session_conditions": 8, "session_gpus": 8,
-    "session_roofline": 8, "session_reports": 9, "session_workers": 9, "server_views": 9, "load_views": 9,
-    "roofline_views": 9, "options": 10, "handle": 10, "benchmark_bridge": 10, "xdist_scheduling": 10,
-    "baseline_tools": 10,
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests" / "unit"))
+import test_layout  # the layers are declared once, there
+
+OLD_PARTS = {
+    "variant_run": "session", "live": "session", "session_baselines": "session", "session_conditions": "session",
+    "session_gpus": "session", "session_roofline": "session", "session_reports": "report",
+    "session_workers": "report", "server_views": "report", "load_views": "report", "roofline_views": "report",
+    "options": "pytest_plugin", "handle": "pytest_plugin", "benchmark_bridge": "pytest_plugin",
+    "xdist_scheduling": "pytest_plugin", "baseline_tools": "cli",
 }
+"""The layout before the session and report wings (top-level modules), mapped onto today's parts."""
+LAYER = {**test_layout.LAYER_OF, **{old: test_layout.LAYER_OF[new] for old, new in OLD_PARTS.items()}}
 CONFIG = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 256,
           "intermediate_size": 512, "num_hidden_layers": 2, "num_attention_heads": 4, "num_key_value_heads": 2,
           "vocab_size": 1024, "max_position_embeddings": 4096, "torch_dtype": "bfloat16"}
