@@ -18,7 +18,10 @@ For each: `stays`, maximal runs of consecutive events in one file (a call, then 
 one stay); `files`, the distinct files; `climbs`, moves from a file to a file of a higher layer that are calls
 (a lower layer calling back up, through a callable it was handed), counted once per distinct pair of files;
 `revisits`, stays in a file already stayed in, counted once per distinct (file, previous file) pair so that a loop
-over N lines or samples counts once. Layers as tests/unit/test_layout.py declares them; the names of the older
+over N lines or samples counts once; `callbacks`, calls whose calling code (the nearest package frame beneath the
+call) is in a lower layer than the called code, counted once per distinct pair of files: unlike `climbs`, which
+reads consecutive stays (and so counts a higher layer calling one lower room after another as a climb between
+them), this is the call graph's own count of a lower layer calling back up. Layers as tests/unit/test_layout.py declares them; the names of the older
 layout (before the session and report wings) are mapped onto the same layers, so that a checkout from before the
 change is walked the same way (run this file against it with PYTHONPATH).
 """
@@ -83,8 +86,11 @@ def test_walk(sglang_perf):
 class Walk:
     stays: list[str] = field(default_factory=list)
     climbs: set[tuple[str, str]] = field(default_factory=set)
+    callbacks: set[tuple[str, str]] = field(default_factory=set)
 
-    def event(self, path: str, is_call: bool) -> None:
+    def event(self, path: str, is_call: bool, caller: str | None = None) -> None:
+        if is_call and caller is not None and _layer(path) > _layer(caller):
+            self.callbacks.add((caller, path))
         if self.stays and self.stays[-1] == path:
             return
         if is_call and self.stays and _layer(path) > _layer(self.stays[-1]):
@@ -98,7 +104,8 @@ class Walk:
             if stay in seen:
                 revisits.add((stay, previous))
             seen.add(stay)
-        return {"stays": len(self.stays), "files": len(seen), "climbs": len(self.climbs), "revisits": len(revisits)}
+        return {"stays": len(self.stays), "files": len(seen), "climbs": len(self.climbs), "revisits": len(revisits),
+                "callbacks": len(self.callbacks)}
 
 
 FOLLOWED = {
@@ -148,12 +155,24 @@ class Tracer:
         if not filename.startswith(self.package) or "simulator" in filename:
             return
         path = filename[len(self.package):]
-        self.walk.event(path, event == "call")
+        caller = self._caller(frame) if event == "call" else None
+        self.walk.event(path, event == "call", caller)
         walk_name = next(key for key, walk in self.walks.items() if walk is self.walk)
         if event == "call" and _carries(frame, FOLLOWED[walk_name]):
-            self.walks.setdefault(walk_name + ", followed", Walk()).event(path, True)
+            self.walks.setdefault(walk_name + ", followed", Walk()).event(path, True, caller)
         if event == "return" and name == "check" and "handle" in filename:
             self.walk = None  # the verdict is in: what follows is the end of the test and of the run
+
+    def _caller(self, frame: FrameType) -> str | None:
+        """The package file whose code made this call (the nearest package frame below it, the simulator and
+        asyncio's loop skipped); None when the call came from outside the package (pytest, a test)."""
+        back = frame.f_back
+        while back is not None:
+            name = back.f_code.co_filename
+            if name.startswith(self.package) and "simulator" not in name:
+                return name[len(self.package):]
+            back = back.f_back
+        return None
 
     @contextmanager
     def open(self, name: str) -> Iterator[None]:
@@ -213,6 +232,7 @@ def main() -> None:
             if name.endswith("followed"):
                 print(f"{name}: " + " > ".join(walk.stays))
                 print(f"{name} climbs: " + ", ".join(f"{a} > {b}" for a, b in sorted(walk.climbs)))
+                print(f"{name} callbacks: " + ", ".join(f"{a} > {b}" for a, b in sorted(walk.callbacks)))
 
 
 if __name__ == "__main__":
