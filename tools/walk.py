@@ -14,16 +14,16 @@ Each is walked twice: over every call and return in the package (`args`, `sample
 are handed the data itself (`args, followed`: a Variant, its ServerPlan or EffectiveConfig; `sample, followed`: a
 StreamRecord, Sample, Result, Cell, CellRecord or MetricCheck), the path a reader follows the data along.
 
-For each: `stays`, maximal runs of consecutive events in one file (a call, then its returns, in the same file is
-one stay); `files`, the distinct files; `climbs`, moves from a file to a file of a higher layer that are calls
-(a lower layer calling back up, through a callable it was handed), counted once per distinct pair of files;
-`revisits`, stays in a file already stayed in, counted once per distinct (file, previous file) pair so that a loop
-over N lines or samples counts once; `callbacks`, calls whose calling code (the nearest package frame beneath the
-call) is in a lower layer than the called code, counted once per distinct pair of files: unlike `climbs`, which
-reads consecutive stays (and so counts a higher layer calling one lower room after another as a climb between
-them), this is the call graph's own count of a lower layer calling back up. Layers as tests/unit/test_layout.py declares them; the names of the older
-layout (before the session and report wings) are mapped onto the same layers, so that a checkout from before the
-change is walked the same way (run this file against it with PYTHONPATH).
+For each: `stays`, maximal runs of consecutive events in one file (a call, then its returns, in the same file is one
+stay); `files`, the distinct files; `climbs`, moves from a file to a file of a higher layer that are calls (a lower
+layer calling back up, through a callable it was handed), counted once per distinct pair of files; `revisits`, stays
+in a file already stayed in, counted once per distinct (file, previous file) pair so that a loop over N lines or
+samples counts once; `callbacks`, calls whose calling code (the nearest package frame beneath the call) is in a
+lower layer than the called code, counted once per distinct pair of files: unlike `climbs`, which reads consecutive
+stays (and so counts a higher layer calling one lower room after another as a climb between them), this is the call
+graph's own count of a lower layer calling back up. Layers as tests/unit/test_layout.py declares them; the names of
+the older layout (before the session and report wings) are mapped onto the same layers, so that a checkout from
+before the change is walked the same way (run this file against it with PYTHONPATH).
 """
 
 from __future__ import annotations
