@@ -9,6 +9,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
+from pytest_sglang_perf.config.run_options import RUN_COMMAND_ENV, RUN_GPU_HOST, RUN_REAL
+
 if TYPE_CHECKING:
     from pytest_sglang_perf.config.settings import Settings
     from pytest_sglang_perf.server.target_gpus import TargetGpus
@@ -25,7 +27,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"%(prog)s {package_version()}")
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser(
-        "run", help="run pytest on the perf suite; adds --sglang-simulate when nvidia-smi finds no GPU",
+        "run", help="run pytest on the perf suite; adds --sglang-simulate when nvidia-smi finds no GPU, and fails "
+                    "(exit 4, with the install command) where it finds GPUs but SGLang is not installed",
         description="Every argument after 'run' but --real is passed to pytest, in order (e.g. -q tests/perf "
                     "--sglang-variants default); pytest runs as `python -m pytest` in this process's place.",
     )
@@ -128,6 +131,10 @@ def run(pytest_args: Sequence[str], *, real: bool) -> NoReturn:
     imported by now, so pytest could not rewrite the asserts of its plugin (PytestAssertRewriteWarning); a fresh
     interpreter imports the plugin through pytest, as the `pytest` command does."""
     command = pytest_command(pytest_args, real=real, has_gpu=_has_gpu)
+    required = real_sglang_required(pytest_args, real=real, has_gpu=_has_gpu)
+    os.environ.pop(RUN_COMMAND_ENV, None)  # only this command's own decision (an outer run's is not)
+    if required is not None:  # the session refuses to skip the perf tests, naming this command (config/run_options.py)
+        os.environ[RUN_COMMAND_ENV] = required
     sys.stdout.flush()
     sys.stderr.flush()
     os.execv(command[0], command)
@@ -150,6 +157,17 @@ def pytest_command(pytest_args: Sequence[str], *, real: bool, has_gpu: Callable[
               file=sys.stderr)
         args.append(SIMULATE_FLAG)
     return [sys.executable, "-P", "-m", "pytest", *args]
+
+
+def real_sglang_required(pytest_args: Sequence[str], *, real: bool, has_gpu: Callable[[], bool]) -> str | None:
+    """Whether the run must measure real SGLang, and why: --real (RUN_REAL), or GPUs nvidia-smi finds (RUN_GPU_HOST:
+    a GPU host without SGLang fails with the install command instead of skipping every perf test and exiting 0).
+    None with --sglang-simulate, and on a host without GPUs (pytest_command adds it)."""
+    if real:
+        return RUN_REAL
+    if SIMULATE_FLAG in pytest_args or not has_gpu():
+        return None
+    return RUN_GPU_HOST
 
 
 def _settings(command: str, config: Path | None, *, required: bool) -> Settings | int | None:

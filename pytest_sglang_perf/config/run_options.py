@@ -8,6 +8,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+RUN_COMMAND_ENV = "SGLANG_PERF_RUN_COMMAND"
+"""Set by `sglang-perf run` for the pytest it starts (cli/main.py): how that run requires real SGLang, so that its
+refusal names the command the user typed. Not an option of its own: users pass --sglang-require-real."""
+RUN_REAL = "real"
+"""`sglang-perf run --real`."""
+RUN_GPU_HOST = "gpu-host"
+"""`sglang-perf run` on a host where nvidia-smi finds GPUs: the perf suite runs on SGLang, so SGLang is required
+(unless the run simulates after all: --sglang-simulate, its ini or environment twin)."""
+
 
 @dataclass(frozen=True)
 class RunOptions:
@@ -22,6 +31,8 @@ class RunOptions:
     strict_flags: bool = False
     require_real: bool = False
     """A gate: perf tests that cannot run on SGLang fail the session instead of skipping."""
+    run_command: str | None = None
+    """RUN_REAL or RUN_GPU_HOST when `sglang-perf run` started this pytest and requires real SGLang; None otherwise."""
     require_baselines: bool = False
     """A gate: `new` and `stale` cells fail instead of passing loudly."""
     fail_inconclusive: bool = False

@@ -4,20 +4,31 @@ Two forms, both on raw per-request samples (CellSamples):
 - `ab_lines`: per test, every variant against a reference variant (e.g. `prefill_graph vs default`);
 - `before_after_lines`: two result sets (before and after an SGLang upgrade) matched by (test id, variant).
 
-Each line gives the relative change of the geometric mean (Welch's t on log values, gate/statistics.py), its
-two-sided confidence interval, and whether the interval excludes 0 ("significant: better" / "worse", in the
-metric's own direction). A comparison that cannot be made gets an `n/a (why)` line, never silence.
-Each side is one server boot, so the intervals hold request-to-request spread only; the footnote says so.
+Each line gives the relative change of the geometric mean, its two-sided confidence interval, and a decision in
+the metric's own direction ("significant: better" / "worse"). What may be called significant depends on what the
+interval holds (docs/usage/ab.md):
+
+- One boot a side (the default): Welch's t on the requests' log values (gate/statistics.py). The interval holds the
+  requests' spread only, not the offset each boot has of its own (clocks, memory layout, autotuning; on a CPU host,
+  whatever else runs), nor the drift between one variant's boot and the next. So a difference is significant only
+  when the interval clears the metric's tolerance on one side (the change a boot may move it by, the gate's own
+  allowance); a difference inside it is "within one boot's noise", never an effect.
+- Several boots a side, booted in turns (A B A B ..., `--sglang-boots N`): the boots are paired by round and the
+  test is between them (statistics.paired_boots), so boot offsets and drift are in the interval: significant when
+  it excludes 0.
+- Never significant on zero spread: identical values measure no noise at all, which is not certainty.
+
+A comparison that cannot be made gets an `n/a (why)` line, never silence.
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_sglang_perf.gate.statistics import log_difference
+from pytest_sglang_perf.gate.statistics import LogDifference, log_difference, paired_boots
 from pytest_sglang_perf.gate.terminal import SIMULATED
 from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
@@ -30,10 +41,14 @@ if TYPE_CHECKING:
 
 DEFAULT_REFERENCE = "default"
 DEFAULT_CONFIDENCE = 0.95
-AB_FOOTNOTE = ("note: A/B across variants compares one server boot each, so boot-to-boot spread is not in "
-               "these intervals")
-BEFORE_AFTER_FOOTNOTE = ("note: each side is one session (one server boot per variant), so boot-to-boot spread "
-                         "is not in these intervals")
+AB_FOOTNOTE = ("note: one server boot a variant: these intervals hold the requests' spread, not a boot's own "
+               "offset, so only a change beyond the metric's tolerance is called significant; "
+               "--sglang-boots N boots each variant N times in turns and tests between the boots")
+AB_BOOTS_FOOTNOTE = ("note: between boots: each variant booted {boots} times in turns (A B, B A, A B, ...), boots "
+                     "paired by round, so boot offsets and drift are in these intervals")
+BEFORE_AFTER_FOOTNOTE = ("note: each side is one session (one server boot per variant): these intervals hold the "
+                         "requests' spread, not a boot's own offset, so only a change beyond the metric's tolerance "
+                         "is called significant")
 
 
 @dataclass(frozen=True)
@@ -51,6 +66,16 @@ class CellSamples:
     streams: int = 1
     """Streams sent at once: cells of different concurrency are not compared (e.g. `@cmax` of two variants whose
     request caps differ)."""
+    more_boots: tuple[Mapping[str, tuple[float, ...]], ...] = ()
+    """The values of the cell's further boots, in boot order (`--sglang-boots N` in a gate run: rounds 2..N)."""
+
+    @property
+    def boots(self) -> int:
+        return 1 + len(self.more_boots)
+
+    def boot_values(self, name: str) -> list[tuple[float, ...]]:
+        """One group of `name`'s values per boot, in boot order (empty for a boot without any)."""
+        return [values.get(name, ()) for values in (self.values, *self.more_boots)]
 
     @classmethod
     def from_samples(cls, test_id: str, variant: str, simulated: bool, samples: Sequence[Sample],
@@ -60,10 +85,14 @@ class CellSamples:
         return cls(test_id, variant, simulated, values, prompt_hash, streams)
 
     @classmethod
-    def from_result(cls, test_id: str, result: Result) -> CellSamples:
-        """A session's measurement (session.results[(test_id, variant)])."""
-        return cls.from_samples(test_id, result.variant, result.simulated, result.samples, result.prompt_hash,
-                                streams=result.params.concurrency, slo=result.params.slo)
+    def from_result(cls, test_id: str, result: Result, more: Sequence[Result] = ()) -> CellSamples:
+        """A session's measurement (session.results[(test_id, variant)]), and its re-measures on further boots."""
+        first = cls.from_samples(test_id, result.variant, result.simulated, result.samples, result.prompt_hash,
+                                 streams=result.params.concurrency, slo=result.params.slo)
+        later = tuple(cls.from_samples(test_id, again.variant, again.simulated, again.samples,
+                                       streams=again.params.concurrency, slo=again.params.slo).values
+                      for again in more)
+        return replace(first, more_boots=later)
 
     @classmethod
     def from_results_cell(cls, data: Mapping[str, Any]) -> CellSamples:
@@ -106,8 +135,9 @@ def _samples(raw: Sequence[Any]) -> list[Sample]:
 # The two forms -----------------------------------------------------------------------------------------------
 
 def ab_lines(cells: Sequence[CellSamples], reference: str = DEFAULT_REFERENCE,
-             confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
-    """Per test, each variant but `reference` against `reference`; one line saying why when that is impossible."""
+             confidence: float = DEFAULT_CONFIDENCE, tolerances: Mapping[str, float] | None = None) -> list[str]:
+    """Per test, each variant but `reference` against `reference`; one line saying why when that is impossible.
+    `tolerances`: each metric's allowance for a comparison within one boot a side (absent: the metric's default)."""
     _check_confidence(confidence)
     problem = missing_reference(cells, reference)
     if problem is not None:
@@ -117,13 +147,19 @@ def ab_lines(cells: Sequence[CellSamples], reference: str = DEFAULT_REFERENCE,
         what = f"only the reference variant '{reference}' was measured" if cells else "no results"
         return [f"sglang-perf A/B: {what}: nothing to compare"]
     table = _by_key(cells)
+    judge = Judge(confidence, tolerances or {})
     lines = [f"sglang-perf A/B against variant '{reference}': {_what(confidence)}{_tag(cells)}"]
     for test_id in _ordered(c.test_id for c in cells):
         lines.append(test_id)
         for variant in variants:
             sides = (table.get((test_id, reference)), table.get((test_id, variant)))
-            lines.extend(_pair_lines(f"{variant} vs {reference}", sides, (reference, variant), confidence))
-    return [*lines, AB_FOOTNOTE]
+            lines.extend(_pair_lines(f"{variant} vs {reference}", sides, (reference, variant), judge))
+    return [*lines, _footnote(cells)]
+
+
+def _footnote(cells: Sequence[CellSamples]) -> str:
+    boots = min((cell.boots for cell in cells), default=1)
+    return AB_BOOTS_FOOTNOTE.format(boots=boots) if boots > 1 else AB_FOOTNOTE
 
 
 def missing_reference(cells: Sequence[CellSamples], reference: str) -> str | None:
@@ -136,27 +172,42 @@ def missing_reference(cells: Sequence[CellSamples], reference: str) -> str | Non
 
 def before_after_lines(before: Sequence[CellSamples], after: Sequence[CellSamples],
                        confidence: float = DEFAULT_CONFIDENCE,
-                       labels: tuple[str, str] = ("before", "after")) -> list[str]:
+                       labels: tuple[str, str] = ("before", "after"),
+                       tolerances: Mapping[str, float] | None = None) -> list[str]:
     """Per test and variant, `after` against `before` (e.g. an SGLang upgrade), matched by (test id, variant)."""
     _check_confidence(confidence)
     if not before and not after:
         return [f"sglang-perf before/after: no results in {labels[0]} or {labels[1]}"]
     old, new = _by_key(before), _by_key(after)
-    header = f"sglang-perf before/after: {labels[1]} vs {labels[0]}: {_what(confidence)}"
+    header = f"sglang-perf before/after: {labels[0]} (before) -> {labels[1]} (after): {_what(confidence)}"
     lines = [header + _before_after_tag(before, after, labels)]
     everything = [*before, *after]
+    judge = Judge(confidence, tolerances or {})
     for test_id in _ordered(c.test_id for c in everything):
         lines.append(test_id)
         for variant in _ordered(c.variant for c in everything if c.test_id == test_id):
             sides = (old.get((test_id, variant)), new.get((test_id, variant)))
-            lines.extend(_pair_lines(variant, sides, labels, confidence))
+            lines.extend(_pair_lines(variant, sides, labels, judge))
     return [*lines, BEFORE_AFTER_FOOTNOTE]
 
 
 # One comparison -----------------------------------------------------------------------------------------------
 
+@dataclass(frozen=True)
+class Judge:
+    """How a difference is decided: the confidence level, and each metric's allowance within one boot a side."""
+
+    confidence: float
+    tolerances: Mapping[str, float]
+
+    def allowance(self, name: str) -> float:
+        """The change one boot may move `name` by: its tolerance as configured, else the metric's default."""
+        spec = METRICS.get(name)
+        return self.tolerances.get(name, spec.default_tolerance if spec is not None else 0.0)
+
+
 def _pair_lines(label: str, sides: tuple[CellSamples | None, CellSamples | None], names: tuple[str, str],
-                confidence: float) -> list[str]:
+                judge: Judge) -> list[str]:
     """The measured side (second) against the reference side (first), one line per metric either has.
 
     `names` name the sides in the text: the variants for A/B, the result sets for before/after.
@@ -170,7 +221,7 @@ def _pair_lines(label: str, sides: tuple[CellSamples | None, CellSamples | None]
         return [f"  {label}: n/a (different concurrency: {reference.streams} vs {measured.streams} streams)"]
     if not reference.values or not measured.values:
         return [f"  {label}: n/a (no samples {_where(reference, measured, names)})"]
-    return [f"  {label}: {_metric_text(name, (reference.values, measured.values), names, confidence)}"
+    return [f"  {label}: {_metric_text(name, (reference, measured), names, judge)}"
             for name in _metric_names(reference, measured)]
 
 
@@ -180,16 +231,45 @@ def _where(reference: CellSamples, measured: CellSamples, names: tuple[str, str]
     return f"in {names[0] if not reference.values else names[1]}"
 
 
-def _metric_text(name: str, values: tuple[Mapping[str, Sequence[float]], Mapping[str, Sequence[float]]],
-                 names: tuple[str, str], confidence: float) -> str:
-    ref, new = values[0].get(name, ()), values[1].get(name, ())
-    if not ref or not new:
-        return f"{name} n/a (no {name} samples in {names[0] if not ref else names[1]})"
-    result = log_difference([list(ref)], list(new))
+def _metric_text(name: str, sides: tuple[CellSamples, CellSamples], names: tuple[str, str], judge: Judge) -> str:
+    reference, measured = sides
+    if not reference.values.get(name) or not measured.values.get(name):
+        return f"{name} n/a (no {name} samples in {names[0] if not reference.values.get(name) else names[1]})"
+    compared = compare_metric(name, reference, measured, judge)
+    if isinstance(compared, str):
+        return f"{name} n/a ({compared})"
+    low, high = compared.interval
+    return f"{name} {_percent(compared.result.change)} [{_percent(low)}, {_percent(high)}] {compared.decision}"
+
+
+@dataclass(frozen=True)
+class Compared:
+    """One metric of two cells compared: the difference, its interval at the judge's confidence, the decision."""
+
+    result: LogDifference
+    interval: tuple[float, float]
+    decision: str
+
+    @property
+    def significant(self) -> bool:
+        return self.decision.startswith("significant")
+
+
+def compare_metric(name: str, reference: CellSamples, measured: CellSamples, judge: Judge) -> Compared | str:
+    """`measured` against `reference` on one metric both have: between boots when both sides have several (paired by
+    round), else within one boot each against the metric's allowance; why no test is possible, as a string."""
+    between = reference.boots > 1 and measured.boots > 1
+    if between:
+        result = paired_boots(reference.boot_values(name), measured.boot_values(name))
+        why = "needs >= 2 boots a side with positive values"
+    else:
+        ref, new = reference.values.get(name, ()), measured.values.get(name, ())
+        result = log_difference([list(ref)], list(new))
+        why = _no_test_reason(ref, new)
     if result is None:
-        return f"{name} n/a ({_no_test_reason(ref, new)})"
-    low, high = result.interval(confidence)
-    return f"{name} {_percent(result.change)} [{_percent(low)}, {_percent(high)}] {_decision(name, low, high)}"
+        return why
+    interval = result.interval(judge.confidence)
+    return Compared(result, interval, _decision(name, result, interval, 0.0 if between else judge.allowance(name)))
 
 
 def _no_test_reason(reference: Sequence[float], measured: Sequence[float]) -> str:
@@ -200,15 +280,28 @@ def _no_test_reason(reference: Sequence[float], measured: Sequence[float]) -> st
     return "no test possible on these samples"
 
 
-def _decision(name: str, low: float, high: float) -> str:
-    """Significant when the interval excludes 0; then better or worse in the metric's direction."""
+def _decision(name: str, result: LogDifference, interval: tuple[float, float], allowance: float) -> str:
+    """Significant when the interval excludes 0, and, within one boot a side (`allowance` > 0), clears the
+    allowance too; never on zero spread. Then better or worse in the metric's direction."""
+    low, high = interval
+    if result.se == 0:
+        return "not significant (no spread: identical values measure no noise)"
     if low <= 0 <= high:
         return "not significant"
+    if _reaches_into(interval, allowance):
+        return f"not significant (one boot each: within the ±{allowance * 100:g}% a boot may move it)"
     spec = METRICS.get(name)
     if spec is None:
         return f"significant: {'higher' if low > 0 else 'lower'}"
     higher_is_better = spec.direction is Direction.HIGHER_IS_BETTER
     return f"significant: {'better' if (low > 0) == higher_is_better else 'worse'}"
+
+
+def _reaches_into(interval: tuple[float, float], allowance: float) -> bool:
+    """Whether an interval on one side of 0 reaches into the band of ±allowance (so it shows no change beyond it).
+    """
+    low, high = interval
+    return low <= allowance if low > 0 else high >= -allowance
 
 
 # Small helpers --------------------------------------------------------------------------------------------------
@@ -253,15 +346,19 @@ def _check_confidence(confidence: float) -> None:
 
 
 def session_lines(results: Mapping[tuple[str, str], Result], variants: Sequence[str],
-                  confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
+                  confidence: float = DEFAULT_CONFIDENCE, tolerances: Mapping[str, float] | None = None,
+                  more_boots: Mapping[tuple[str, str], Sequence[Result]] | None = None) -> list[str]:
     """The session's A/B section: every measured variant against `default` (else the first variant measured, in
-    matrix order); no lines when fewer than two variants were measured."""
-    cells = [CellSamples.from_result(test_id, result) for (test_id, _), result in results.items()]
-    return section_lines(cells, variants, confidence)
+    matrix order); no lines when fewer than two variants were measured. `more_boots`: each cell's re-measures on
+    further boots (`--sglang-boots N` in a gate run), by (test id, variant)."""
+    more = more_boots or {}
+    cells = [CellSamples.from_result(test_id, result, more.get((test_id, variant), ()))
+             for (test_id, variant), result in results.items()]
+    return section_lines(cells, variants, confidence, tolerances)
 
 
 def section_lines(cells: Sequence[CellSamples], variants: Sequence[str],
-                  confidence: float = DEFAULT_CONFIDENCE) -> list[str]:
+                  confidence: float = DEFAULT_CONFIDENCE, tolerances: Mapping[str, float] | None = None) -> list[str]:
     """The A/B section of these cells (a session's, or the merged cells of pytest-xdist workers): every measured
     variant against `default` (else the first variant measured, in matrix order); no lines when fewer than two
     variants were measured."""
@@ -269,4 +366,4 @@ def section_lines(cells: Sequence[CellSamples], variants: Sequence[str],
     if len(measured) < 2:
         return []
     reference = DEFAULT_REFERENCE if DEFAULT_REFERENCE in measured else measured[0]
-    return ab_lines(cells, reference, confidence)
+    return ab_lines(cells, reference, confidence, tolerances)

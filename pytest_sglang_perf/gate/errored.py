@@ -22,11 +22,23 @@ class ErroredVariant:
     """The pre-flight errors, or the boot failure's reason (secrets redacted)."""
     tests: tuple[str, ...]
     """Node ids of the variant's tests: each errored instead of measuring."""
+    started: bool = True
+    """BOOT: whether its server process was started at all (not when its GPUs could not be claimed)."""
+
+    @property
+    def failed(self) -> str:
+        if self.stage == PREFLIGHT:
+            return "pre-flight check failed"
+        return "boot failed" if self.started else "boot failed, no server started"
 
     def describe(self) -> str:
         """`single_batch_overlap (pre-flight check failed)`, `bad (boot failed)`."""
-        what = "pre-flight check failed" if self.stage == PREFLIGHT else "boot failed"
-        return f"{self.variant} ({what})"
+        return f"{self.variant} ({self.failed})"
+
+    def first_line(self) -> str:
+        """`boot failed: <the reason's first line>`: what a one-line listing of the variant's tests says."""
+        first = next((line.strip() for line in self.reason.splitlines() if line.strip()), "no reason recorded")
+        return f"{self.failed}: {first}"
 
     def to_dict(self) -> dict[str, Any]:
         return {"variant": self.variant, "stage": self.stage, "reason": self.reason, "tests": list(self.tests)}

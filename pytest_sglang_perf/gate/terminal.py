@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from pytest_sglang_perf.gate.cell_ids import collected_test
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck, Verdict
 from pytest_sglang_perf.gate.errored import ErroredVariant
-from pytest_sglang_perf.measurement.metrics import METRICS, Direction
+from pytest_sglang_perf.gate.formats import format_allowed, format_change, format_detectable, format_p, format_value
+from pytest_sglang_perf.gate.reasons import inconclusive_reason, listed
 from pytest_sglang_perf.wrapping import wrap_lines as wrap_all
 
 SIMULATED = "SIMULATED"
@@ -26,39 +27,6 @@ _COUNT_ORDER = (Verdict.OK, Verdict.REGRESSED, Verdict.INCONCLUSIVE, Verdict.IMP
 _NEEDS_REFRESH = (Verdict.REGRESSED, Verdict.STALE, Verdict.NEW, Verdict.IMPROVED)
 
 
-def format_value(metric: str, value: float) -> str:
-    """A value in its metric's unit: `52.31 tok/s`, `120.4 ms` (below 1 s), `2.50 s`, `3.00 tok/step`."""
-    unit = METRICS[metric].unit if metric in METRICS else ""
-    if unit == "s":
-        return _seconds(value)
-    if unit == "tok/s":
-        return f"{value:.1f} tok/s" if abs(value) >= 100 else f"{value:.2f} tok/s"
-    if unit == "tok/step":
-        return f"{value:.2f} tok/step"
-    if unit == "ratio":
-        return f"{value:.1%}"
-    return f"{value:.4g} {unit}".rstrip()
-
-
-def _seconds(value: float) -> str:
-    if abs(value) >= 1:
-        return f"{value:.2f} s"
-    if abs(value) >= 0.01:
-        return f"{value * 1000:.1f} ms"
-    return f"{value * 1000:.2f} ms"
-
-
-def format_change(change: float | None) -> str:
-    return "n/a" if change is None else f"{change * 100:+.1f}%"
-
-
-def format_allowed(check: MetricCheck) -> str:
-    """The band in the worse direction, signed: `-5.0%` for throughput, `+10.0%` for latency."""
-    spec = METRICS.get(check.metric)
-    sign = "-" if spec is not None and spec.direction is Direction.HIGHER_IS_BETTER else "+"
-    return f"{sign}{check.allowed * 100:.1f}%"
-
-
 def _verdict_text(check: MetricCheck, cell: Cell) -> str:
     text = check.verdict.value.upper() if check.verdict is Verdict.REGRESSED else check.verdict.value
     if cell.updated and check.verdict not in (Verdict.OK, Verdict.UPDATED):
@@ -68,17 +36,6 @@ def _verdict_text(check: MetricCheck, cell: Cell) -> str:
 
 def _baseline_text(check: MetricCheck) -> str:
     return "-" if check.baseline is None else format_value(check.metric, check.baseline)
-
-
-def format_p(check: MetricCheck) -> str:
-    """The one-sided p-value of the worse direction; `-` when no test was possible."""
-    if check.p_value is None:
-        return "-"
-    return "<0.001" if check.p_value < 0.001 else f"{check.p_value:.3f}"
-
-
-def format_detectable(check: MetricCheck) -> str:
-    return "-" if check.detectable is None else f"{check.detectable * 100:.1f}%"
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]], align: str) -> list[str]:
@@ -202,7 +159,8 @@ def summary_lines(cells: Sequence[Cell], refresh_flag: str = "--sglang-update-ba
                   pointers: Pointers = _NO_POINTERS, baselines: Sequence[str] = ()) -> list[str]:
     """The terminal summary: a table per variant (test x metric), the counts, the variants that errored, then how
     to go on. With verbosity 0 a table shows each cell's first metric and the notable ones (regressed,
-    inconclusive, improved) and counts the others; with 1 or more, every metric; below 0 (-q), no tables.
+    inconclusive, improved) and counts the others; with 1 or more, every metric; below 0 (-q), no tables, so the
+    lines that count the new, stale and errored cells name them (gate/reasons.py; inconclusive ones at every level).
 
     `baselines`: what the run did with the baseline files (gate/ledger.py), after the counts.
     No cells and no errored variant, no lines.
@@ -214,7 +172,8 @@ def summary_lines(cells: Sequence[Cell], refresh_flag: str = "--sglang-update-ba
         for variant in dict.fromkeys(c.variant for c in cells):
             lines.extend(_variant_table(variant, [c for c in cells if c.variant == variant], full=verbosity > 0))
     lines.append(_count_line(cells, errored))
-    notes = [*baselines, *_errored_line(errored), *_underpowered(cells, full=verbosity > 0), *_not_gated(cells)]
+    notes = [*baselines, *_errored_line(errored, verbosity), *_underpowered(cells, full=verbosity > 0),
+             *_not_gated(cells, verbosity)]
     lines.extend(wrap_all(notes))
     lines.extend(wrap_all(_closing_hint(cells, refresh_flag, pointers)))
     return lines
@@ -288,18 +247,24 @@ def _underpowered(cells: Sequence[Cell], *, full: bool = True) -> list[str]:
 _MEASURE_MORE = 'measure more (request.repeats, or repeats = "auto")'
 
 
-def _not_gated(cells: Sequence[Cell]) -> list[str]:
-    """The cells that passed without a verdict the gate can stand on: say so, loudly."""
+def _not_gated(cells: Sequence[Cell], verbosity: int) -> list[str]:
+    """The cells that passed without a verdict the gate can stand on: say so, loudly. Each inconclusive cell is named
+    with why, at every verbosity (no table says it); each new or stale one with -q, where no table names it."""
     lines = []
-    verdicts = [c.verdict for c in cells]
-    if Verdict.INCONCLUSIVE in verdicts:
-        lines.append(f"sglang-perf: {verdicts.count(Verdict.INCONCLUSIVE)} inconclusive cell(s) passed (worse than "
-                     "allowed, not established); --sglang-fail-inconclusive fails them")
-    unbased = [v for v in verdicts if v in (Verdict.NEW, Verdict.STALE)]
+    inconclusive = [c for c in cells if c.verdict is Verdict.INCONCLUSIVE]
+    if inconclusive:
+        lines.append(f"sglang-perf: {len(inconclusive)} inconclusive cell(s) passed (worse than allowed, not "
+                     "established); --sglang-fail-inconclusive fails them")
+        lines.extend(listed([f"{c.test_id} [{c.variant}] inconclusive: {inconclusive_reason(c)}"
+                             for c in inconclusive], verbosity))
+    unbased = [c for c in cells if c.verdict in (Verdict.NEW, Verdict.STALE)]
     if unbased:
-        what = ", ".join(f"{unbased.count(v)} {v.value}" for v in (Verdict.NEW, Verdict.STALE) if v in unbased)
+        verdicts = [c.verdict for c in unbased]
+        what = ", ".join(f"{verdicts.count(v)} {v.value}" for v in (Verdict.NEW, Verdict.STALE) if v in verdicts)
         lines.append(f"sglang-perf: {len(unbased)} cell(s) NOT GATED, no comparable baseline ({what}); "
                      "--sglang-require-baselines fails them")
+        if verbosity < 0:
+            lines.extend(listed([f"{c.test_id} {headline(c)}" for c in unbased], verbosity))
     return lines
 
 
@@ -313,10 +278,15 @@ def _count_line(cells: Sequence[Cell], errored: Sequence[ErroredVariant]) -> str
     return f"sglang-perf: {total} {noun}: {counts}, {failed} errored{_simulated_tag(any(c.simulated for c in cells))}"
 
 
-def _errored_line(errored: Sequence[ErroredVariant]) -> list[str]:
+def _errored_line(errored: Sequence[ErroredVariant], verbosity: int) -> list[str]:
+    """The variants whose tests errored; with -q (no servers section, no tables) each errored cell below, with the
+    first line of the error."""
     if not errored:
         return []
-    return [f"sglang-perf: ERRORED, nothing measured: {', '.join(e.describe() for e in errored)}"]
+    line = f"sglang-perf: ERRORED, nothing measured: {', '.join(e.describe() for e in errored)}"
+    if verbosity >= 0:
+        return [line]
+    return [line, *listed([f"{test} errored: {e.first_line()}" for e in errored for test in e.tests], verbosity)]
 
 
 def _closing_hint(cells: Sequence[Cell], refresh_flag: str, pointers: Pointers) -> list[str]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pytest_sglang_perf.gate.terminal import format_change, format_value
+from pytest_sglang_perf.gate.formats import format_change, format_value
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
 from pytest_sglang_perf.outputs.markdown_text import bullets, code, details, table, text
 

@@ -17,7 +17,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from pytest_sglang_perf.gate.ab import DEFAULT_CONFIDENCE, DEFAULT_REFERENCE
-from pytest_sglang_perf.gate.statistics import log_difference, t_quantile
+from pytest_sglang_perf.gate.statistics import log_difference
+from pytest_sglang_perf.gate.student_t import t_quantile
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER, METRICS
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_values

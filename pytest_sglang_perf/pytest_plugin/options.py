@@ -5,6 +5,7 @@ Precedence: command line > environment variable > ini / [tool.pytest.ini_options
 
 from __future__ import annotations
 
+import argparse
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -26,8 +27,8 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("simulate", "bool", "run every variant on the plugin's SGLang simulator instead of SGLang "
      "(no GPU needed; every report says SIMULATED)"),
     ("variants", "list", "comma-separated variant names to run (default: all variants of the matrix)"),
-    ("update-baselines", "update", "record the measured values as the new baselines instead of gating on them; "
-     "=new: record only the cells that have no baseline entry yet (the others are gated as usual)"),
+    ("update-baselines", "update", "record the measured values as the new baselines instead of gating on them "
+     "(test paths may follow: the flag takes no value)"),
     ("results", "path", "write the session's results (metrics, verdicts, environment) as JSON to this path"),
     ("markdown", "path", "write the session's report as Markdown to this path (it is also appended to "
      "$GITHUB_STEP_SUMMARY when that is set, as in a GitHub Actions job)"),
@@ -43,8 +44,10 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
      "for another request, server args, model or GPUs); default: they pass, and the summary says so"),
     ("fail-inconclusive", "bool", "fail cells whose metric got worse beyond its tolerance without statistical "
      "evidence, or whose regression did not hold when re-measured; default: reported as inconclusive, passing"),
-    ("boots", "int", "with --sglang-update-baselines: record each variant's baselines over N server boots (its "
-     "tests' requests are re-measured on N-1 fresh boots), so the gate knows the boot-to-boot spread (default 1)"),
+    ("boots", "int", "N server boots a variant (default 1). With --sglang-update-baselines: the baselines are "
+     "recorded over N boots (the tests' requests re-measured on N-1 fresh ones), so the gate knows the boot-to-boot "
+     "spread. Otherwise: after the tests, every variant is booted N-1 more times, in turns (A B, B A, ...), and the "
+     "A/B section calls a difference significant only when it holds across boots (the verdicts are unchanged)"),
     ("ignore-conditions", "bool", "record each measurement's conditions (how busy the host was, the client's lag) but "
      "use none of them: a regression measured on a busy host fails as regressed instead of passing as inconclusive, "
      "and a baseline measured there is recorded instead of refused"),
@@ -76,8 +79,7 @@ def add_options(parser: pytest.Parser) -> None:
             group.addoption(f"--sglang-{name}", action="store_true", default=None, dest=dest, help=help_text)
             parser.addini(dest, help_text, type="bool", default=False)
         elif kind == "update":
-            group.addoption(f"--sglang-{name}", action="store", nargs="?", const=UPDATE_ALL, default=None, dest=dest,
-                            type=_update_mode, metavar="new", help=help_text)
+            _add_update_options(group, dest, help_text)
             parser.addini(dest, help_text + " (ini: true, false or new)", default=None)
         else:
             metavar = _METAVARS.get(kind, "PATH")
@@ -99,20 +101,34 @@ def _raw(config: pytest.Config, name: str) -> object:
 
 UPDATE_ALL = "all"
 UPDATE_NEW = "new"
+UPDATE_FLAG = "--sglang-update-baselines"
+UPDATE_NEW_FLAG = f"{UPDATE_FLAG}={UPDATE_NEW}"
+"""The `new` mode's spelling: an option of its own, matched whole, so it never takes the word after it as a value."""
 
 
-def _update_mode(raw: str) -> str:
-    """--sglang-update-baselines[=new]: `all` (record every measured cell) or `new` (only cells without a baseline).
+def _add_update_options(group: pytest.OptionGroup, dest: str, help_text: str) -> None:
+    """--sglang-update-baselines and --sglang-update-baselines=new: flags of one destination, neither taking a value,
+    so a test path written after either stays a test path. argparse matches an option string whole before it splits
+    `--flag=value`, so `=new` (and the older `=all`, not shown) is a flag's whole name; another `=VALUE` is
+    argparse's error ("ignored explicit argument")."""
+    group.addoption(UPDATE_FLAG, action="store_const", const=UPDATE_ALL, default=None, dest=dest, help=help_text)
+    group.addoption(UPDATE_NEW_FLAG, action="store_const", const=UPDATE_NEW, default=None, dest=dest,
+                    help="record only the cells that have no baseline entry yet (the others are gated as usual)")
+    group.addoption(f"{UPDATE_FLAG}={UPDATE_ALL}", action="store_const", const=UPDATE_ALL, default=None, dest=dest,
+                    help=argparse.SUPPRESS)
 
-    argparse takes the word after the flag as its value, so a test path written right after it lands here."""
-    import argparse
 
-    value = raw.strip().lower()
-    if value in (UPDATE_ALL, UPDATE_NEW):
-        return value
-    raise argparse.ArgumentTypeError(
-        f"{raw!r} is not a mode: write --sglang-update-baselines (record every measured cell) or "
-        "--sglang-update-baselines=new (only cells without a baseline); put test paths before the flag")
+def _check_update_word(config: pytest.Config) -> None:
+    """`--sglang-update-baselines new` (a space, not `=`): the flag takes no value, so `new` is a test path; when no
+    such path exists, name the spelling that was meant rather than leave pytest's `file or directory not found`."""
+    args = list(config.invocation_params.args)
+    words = {args[i + 1] for i, arg in enumerate(args[:-1]) if arg == UPDATE_FLAG}
+    for word in sorted(words & {UPDATE_NEW, UPDATE_ALL}):
+        if not (Path(config.invocation_params.dir) / word).exists():
+            raise pytest.UsageError(
+                f"{UPDATE_FLAG} {word}: the flag takes no value, so {word!r} is read as a test path, and there is "
+                f"none; write {UPDATE_NEW_FLAG} (no space) to record only the cells without a baseline, or "
+                f"{UPDATE_FLAG} alone to record every measured cell")
 
 
 def _update(value: object) -> str | None:
@@ -202,9 +218,12 @@ def may_have_configuration(config: pytest.Config) -> bool:
 def resolve_options(config: pytest.Config) -> RunOptions:
     from pytest_sglang_perf.config.run_options import RunOptions
 
+    _check_update_word(config)
+    simulate = bool(_raw(config, "simulate"))
+    run_command = _run_command(simulate)
     return RunOptions(
         config_path=_path(config, _raw(config, "config")),
-        simulate=bool(_raw(config, "simulate")),
+        simulate=simulate,
         update_baselines=(update := _update(_raw(config, "update-baselines"))) is not None,
         update_new_only=update == UPDATE_NEW,
         results_path=_path(config, _raw(config, "results")),
@@ -214,7 +233,8 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         variants=_names(_raw(config, "variants")),
         log_dir=_path(config, _raw(config, "log-dir")),
         strict_flags=bool(_raw(config, "strict-flags")),
-        require_real=bool(_raw(config, "require-real")),
+        require_real=bool(_raw(config, "require-real")) or run_command is not None,
+        run_command=run_command,
         require_baselines=bool(_raw(config, "require-baselines")),
         fail_inconclusive=bool(_raw(config, "fail-inconclusive")),
         boots=_count(_raw(config, "boots")),
@@ -226,6 +246,17 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         url=_url(_raw(config, "url")),
         remote_gpu=str(_raw(config, "remote-gpu") or "") or None,
     )
+
+
+def _run_command(simulate: bool) -> str | None:
+    """How `sglang-perf run` requires real SGLang of this run (config/run_options.py RUN_COMMAND_ENV): with --real,
+    always; on a host with GPUs, unless the run simulates after all. None: not started by it, or not required."""
+    from pytest_sglang_perf.config.run_options import RUN_COMMAND_ENV, RUN_GPU_HOST, RUN_REAL
+
+    value = os.environ.get(RUN_COMMAND_ENV)
+    if value == RUN_REAL or (value == RUN_GPU_HOST and not simulate):
+        return value
+    return None
 
 
 def _url(value: object) -> str | None:

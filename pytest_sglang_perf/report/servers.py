@@ -73,7 +73,8 @@ def errored_variants(runs: Iterable[VariantRun]) -> list[ErroredVariant]:
         if run.preflight_errors:
             errored.append(ErroredVariant(run.name, PREFLIGHT, "; ".join(run.preflight_errors), tuple(run.tests)))
         elif run.boot_error is not None and run.server is None:
-            errored.append(ErroredVariant(run.name, BOOT, run.boot_error.reason, tuple(run.tests)))
+            errored.append(ErroredVariant(run.name, BOOT, run.boot_error.reason, tuple(run.tests),
+                                          started=run.boot_error.started))
     return errored
 
 

@@ -100,5 +100,5 @@ def _ab_lines(run: RunRecord, parts: Sequence[WorkerPart]) -> list[str]:
                 cells.append(CellSamples.from_results_cell(cell))
             except ValueError:  # a cell that measured nothing (its test failed before measuring)
                 continue
-    lines = section_lines(cells, list(run.variants), run.confidence)
+    lines = section_lines(cells, list(run.variants), run.confidence, run.tolerances)
     return significant_only(lines) if run.verbosity == 0 else lines

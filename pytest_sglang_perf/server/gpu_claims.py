@@ -174,5 +174,5 @@ def claimed_plan(plan: ServerPlan, count: int | None, pool: Sequence[str], lock_
         claim = claim_gpus(pool, count, lock_dir, timeout=timeout, waiting=waiting)
     except GpuClaimError as exc:
         raise BootError(name=plan.variant.name, command=" ".join(redact_argv(plan.command)), reason=str(exc),
-                        log_path=log_path) from None
+                        log_path=log_path, started=False) from None
     return replace(plan, env={**plan.env, VISIBLE: claim.visible_devices}), claim

@@ -86,13 +86,16 @@ class LaunchSpec:
 
 
 class BootError(SGLangPerfError):
-    """A server did not become ready. `report()` says why, with the exact command and the log tail."""
+    """A server did not become ready. `report()` says why, with the exact command and the log tail; for one that was
+    never started (`started` False: its GPUs could not be claimed, its process could not be launched), that no
+    process ran, so there is no exit code and no log of it."""
 
     def __init__(
         self, *, name: str, command: str, reason: str, log_path: Path, exit_code: int | None = None,
-        log_tail: tuple[str, ...] = (), phase: str | None = None,
+        log_tail: tuple[str, ...] = (), phase: str | None = None, started: bool = True,
     ) -> None:
-        super().__init__(f"SGLang server {name!r} failed to boot: {reason}")
+        what = "failed to boot" if started else "was not started"
+        super().__init__(f"SGLang server {name!r} {what}: {reason}")
         self.name = name
         self.command = command
         self.reason = reason
@@ -100,8 +103,12 @@ class BootError(SGLangPerfError):
         self.exit_code = exit_code
         self.log_tail = log_tail
         self.phase = phase
+        self.started = started
 
     def report(self) -> str:
+        if not self.started:
+            return "\n".join([str(self), f"  command:    {self.command} (not run)",
+                              "  no server process was started, so there is no exit code and no server log"])
         exit_code = "none (the process had not exited on its own)" if self.exit_code is None else self.exit_code
         cause = boot_failure_cause(self.log_tail)
         lines = [
@@ -204,6 +211,7 @@ class ServerProcess:
             name=self.spec.name, command=self.command_line, reason=redact_text(reason, self._secrets),
             log_path=self.spec.log_path, exit_code=None if self._proc is None else self._proc.poll(),
             log_tail=tuple(redact_text(line, self._secrets) for line in tail), phase=self._phase,
+            started=self._proc is not None,
         )
 
     # -- lifecycle -----------------------------------------------------------------------------------

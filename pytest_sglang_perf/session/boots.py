@@ -9,6 +9,7 @@ later tests fail with its report, none boots again.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
 
 from pytest_sglang_perf.config.settings import Settings
@@ -24,6 +25,10 @@ from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.roofline import SessionRoofline
 from pytest_sglang_perf.session.variant_run import VariantRun
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser
+
+SIM_BOOT_ENV = "SGLANG_SIM_BOOT"
+"""The simulator's boot label (its `--sim-boot` knob): each simulated boot gets `VARIANT#N`, so that each draws noise
+of its own (a fresh per-boot offset), reproducibly; set in the environment, so the command line stays SGLang's."""
 
 
 class SessionBoots:
@@ -64,6 +69,9 @@ class SessionBoots:
         elif run.process is None and run.plan.url is None:
             log_path = self._log_path(run)
             plan = self._gpus.claim(run, log_path)
+            run.boots += 1
+            if self._simulate:
+                plan = replace(plan, env={**plan.env, SIM_BOOT_ENV: f"{run.name}#{run.boots}"})
             self._roofline.before_boot(plan.env.get("CUDA_VISIBLE_DEVICES"))  # only the GPUs claimed
             run.process, run.server = boot_server(plan, log_path, self._settings.startup_timeout,
                                                   self._live.boot_progress(run.name),

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import Path
@@ -85,6 +85,9 @@ class PerfSession:
         """The variants the session's tests use, in run order (session/plans.py fills it)."""
         self.records: list[CellRecord] = []
         """Every checked cell in order, with what it was judged on (session/cells.py appends to it)."""
+        self.more_boots: Mapping[tuple[str, str], tuple[Result, ...]] = {}
+        """Each cell's re-measures on further boots, by (test id, variant): the A/B between boots
+        (session/ab_rounds.py, `--sglang-boots N` in a gate run)."""
         self._say = say
 
     @cached_property
@@ -276,9 +279,23 @@ class PerfSession:
         for run in self.runs.values():
             self.boots.stop(run)
 
-    def finish(self) -> None:
-        """Stop every server; the report wing writes what was asked for from the records (report/sections.py)."""
-        self.stop_all()
+    def finish(self, *, rounds: bool = True) -> None:
+        """Stop every server; the report wing writes what was asked for from the records (report/sections.py).
+        With `--sglang-boots N` in a gate run, first the A/B between boots (session/ab_rounds.py): every variant
+        booted N-1 more times, in turns, its cells re-measured (`rounds=False`: not in this process, an xdist
+        worker's, whose A/B the controller makes from every worker's first boots)."""
+        try:
+            if rounds and self.options.boots > 1 and not self.options.update_baselines:
+                self.more_boots = self._ab_rounds()
+        finally:
+            self.stop_all()
+
+    def _ab_rounds(self) -> dict[tuple[str, str], tuple[Result, ...]]:
+        from pytest_sglang_perf.session.ab_rounds import AbRounds
+
+        rounds = AbRounds(self.options.boots, self._reboot, self.boots.stop,
+                          lambda name, params: self.measure(name, params), self.live.note)
+        return rounds.run(list(self.runs.values()), self.records)
 
     def wrote(self, written: Sequence[str], errors: Sequence[str]) -> None:
         """What the end of the run wrote besides the terminal, and what failed to be written."""
@@ -295,7 +312,7 @@ class PerfSession:
                          simulated=self.options.simulate, verbosity=self.options.verbosity,
                          results_path=self.options.results_path, confidence=self.settings.gate.confidence,
                          logs_path=self.logs.path, baseline_lines=tuple(self.baselines.ledger.lines(self._collected())),
-                         probe=self.roofline.probe)
+                         probe=self.roofline.probe, tolerances=self.settings.tolerances, more_boots=self.more_boots)
 
     def document_record(self) -> DocumentRecord:
         """The run's record for the results document: the summary's, with what each cell offers the baselines."""

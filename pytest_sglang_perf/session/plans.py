@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from functools import cached_property
 
-from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.config.run_options import RUN_GPU_HOST, RUN_REAL, RunOptions
 from pytest_sglang_perf.config.settings import Settings, Variant
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.environment import detect_gpus
@@ -26,6 +26,19 @@ from pytest_sglang_perf.sglang_facts.parsers import ArgParser, choose_parser
 
 class NothingMeasured(SGLangPerfError):
     """A gate run (--sglang-require-real) whose perf tests cannot run here: the message says why and the fix."""
+
+
+def cannot_run(count: int, unavailable: str, run_command: str | None) -> str:
+    """A gate run's refusal: what made it a gate (the option, or the `sglang-perf run` that was typed), why its perf
+    tests cannot run, and the fixes that gate allows (never the simulator for --real, which refuses it)."""
+    tests = f"{count} perf test(s) cannot run: {unavailable}"
+    if run_command == RUN_REAL:
+        return f"sglang-perf run --real: {tests}; install it on this runner ({INSTALL})"
+    if run_command == RUN_GPU_HOST:
+        return (f"sglang-perf run: this host has GPUs (nvidia-smi), so the perf suite runs on SGLang, and {tests}; "
+                f"install it ({INSTALL}), or add --sglang-simulate to run them on the simulator")
+    return (f"sglang-perf: --sglang-require-real: {tests}; install it on this runner ({INSTALL}), or drop "
+            "--sglang-require-real to let them skip")
 
 
 class SessionPlans:
@@ -55,9 +68,7 @@ class SessionPlans:
         for nodeid, name in tests:
             self.run(name).tests.append(nodeid)
         if self.runs and self.unavailable is not None and self._options.require_real:
-            raise NothingMeasured(
-                f"sglang-perf: --sglang-require-real: {len(tests)} perf test(s) cannot run: {self.unavailable}; "
-                f"install it on this runner ({INSTALL}), or drop --sglang-require-real to let them skip")
+            raise NothingMeasured(cannot_run(len(tests), self.unavailable, self._options.run_command))
         if self.runs and self.unavailable is None:
             check_baseline_dir(self._settings.baseline_dir)  # a broken store stops the session before any boot
             self._preflight()

@@ -8,7 +8,7 @@ file is written or an xdist worker hands its part over.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +38,10 @@ class RunRecord:
     baseline_lines: tuple[str, ...]
     """What the run did to the baselines, in words (gate/ledger.py)."""
     probe: ProbeReport | None
+    tolerances: Mapping[str, float] = field(default_factory=dict)
+    """Each metric's configured tolerance ([tool.sglang_perf.tolerance]): an A/B's allowance within one boot."""
+    more_boots: Mapping[tuple[str, str], tuple[Result, ...]] = field(default_factory=dict)
+    """Each cell's re-measures on further boots, by (test id, variant): the A/B between boots (ab_rounds.py)."""
 
     @property
     def results(self) -> dict[tuple[str, str], Result]:

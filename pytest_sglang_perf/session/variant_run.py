@@ -35,6 +35,8 @@ class VariantRun:
     """The variant's server as its tests see it (kept after it stops, for the reports)."""
     claim: GpuClaim | None = None
     """The GPUs claimed for the server while it runs (server/gpu_claims.py); None when nothing was claimed."""
+    boots: int = 0
+    """Server boots started in this session (the first is 1)."""
     boot_error: BootError | None = None
     """The failed boot: every later test of the variant fails with its report, none boots again."""
     config: EffectiveConfig | None = None

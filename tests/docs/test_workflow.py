@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from pytest_sglang_perf.cli.main import _parser
-from pytest_sglang_perf.pytest_plugin.options import _OPTIONS, _update_mode
+from pytest_sglang_perf.pytest_plugin.options import _OPTIONS, UPDATE_NEW_FLAG
 
 ROOT = Path(__file__).resolve().parents[2]
 WORKFLOW = ROOT / ".github" / "workflows" / "gpu-perf.yml"
@@ -139,8 +139,8 @@ def _check_sglang_perf(words: list[str]) -> None:
         option, _, value = arg.partition("=")
         if option.startswith("--sglang-"):
             assert option in names, f"{arg}: not an option of the plugin (pytest_plugin/options.py _OPTIONS)"
-            if value:
-                _update_mode(value)  # the only option written with =VALUE here
+            if value:  # the only option written with =VALUE here: a flag of its own, whole
+                assert arg == UPDATE_NEW_FLAG, f"{arg}: not an option of the plugin (pytest_plugin/options.py)"
         elif option.startswith("-"):
             assert option in _pytest_options(), f"{arg}: not an option of pytest"
         elif "/" in arg and not arg.endswith((".json", ".md", ".xml")):

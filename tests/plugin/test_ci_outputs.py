@@ -15,7 +15,7 @@ import pytest
 from perf_project import LOOSE, write_project
 
 from pytest_sglang_perf.gate.environment import detect_gpus
-from pytest_sglang_perf.gate.terminal import format_value
+from pytest_sglang_perf.gate.formats import format_value
 from pytest_sglang_perf.outputs.machine import SIMULATED_HOST, cpu_model
 
 TEST_FILE = """

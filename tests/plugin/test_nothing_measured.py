@@ -6,7 +6,7 @@ import importlib.util
 import sys
 
 import pytest
-from perf_project import write_project
+from perf_project import fake_gpu_host, write_project
 
 TWO_TESTS = "def test_x(sglang_perf):\n    pass\n\ndef test_y(sglang_perf):\n    pass\n"
 GATE_ERROR = ("*sglang-perf: --sglang-require-real: 4 perf test(s) cannot run: SGLang is not installed; install it "
@@ -64,12 +64,44 @@ def test_sglang_perf_run_passes_pytest_options_in_any_position(pytester: pytest.
     result.stdout.fnmatch_lines(["*2 passed, 2 deselected*"])
 
 
-def test_sglang_perf_run_real_is_a_gate(pytester: pytest.Pytester) -> None:
+def _sglang_perf_run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
+    return pytester.run(sys.executable, "-m", "pytest_sglang_perf.cli", "run", "-q", "-p", "no:cacheprovider", *args)
+
+
+def test_sglang_perf_run_real_is_a_gate_that_never_suggests_the_simulator(pytester: pytest.Pytester) -> None:
     _project(pytester)
-    result = pytester.run(sys.executable, "-m", "pytest_sglang_perf.cli", "run", "-q", "--real", "-p",
-                          "no:cacheprovider")
+    result = _sglang_perf_run(pytester, "--real")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines([GATE_ERROR])
+    result.stderr.fnmatch_lines(["*sglang-perf run --real: 4 perf test(s) cannot run: SGLang is not installed; install "
+                                 "it on this runner (pip install 'pytest-sglang-perf[[]sglang[]]')"])
+    assert "--sglang-simulate" not in result.stdout.str() + result.stderr.str()  # --real refuses it
+
+
+def test_sglang_perf_run_on_a_gpu_host_without_sglang_fails_with_the_install_command(
+        pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A GPU host is there to measure SGLang: not `0 of 4 cells measured` and exit 0, a CI job gone green."""
+    fake_gpu_host(pytester, monkeypatch, 2)
+    _project(pytester)
+    result = _sglang_perf_run(pytester)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*sglang-perf run: this host has GPUs (nvidia-smi), so the perf suite runs on SGLang, "
+                                 "and 4 perf test(s) cannot run: SGLang is not installed; install it (pip install "
+                                 "'pytest-sglang-perf[[]sglang[]]'), or add --sglang-simulate to run them on the "
+                                 "simulator"])
+    assert "cells measured" not in result.stdout.str()
+    for simulated in (["--sglang-simulate"], ["-o", "sglang_simulate=true"]):  # asked for: nothing to refuse
+        _sglang_perf_run(pytester, "--co", *simulated).stdout.fnmatch_lines(["*4 tests collected*"])
+
+
+def test_plain_pytest_on_a_gpu_host_without_sglang_skips_loudly(pytester: pytest.Pytester,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    fake_gpu_host(pytester, monkeypatch, 2)
+    _project(pytester)
+    result = pytester.runpytest("-q")
+    result.assert_outcomes(skipped=4)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["sglang-perf: 0 of 4 cells measured: SGLang is not installed (pip install "
+                                 "'pytest-sglang-perf[[]sglang[]]'); run with --sglang-simulate*"])
 
 
 def test_a_gate_on_real_sglang_cannot_run_on_the_simulator(pytester: pytest.Pytester) -> None:

@@ -1,5 +1,6 @@
 """`--sglang-update-baselines=new` records only cells without an entry, and the summary counts what a run did with
-the baselines (created, updated, unchanged, unused) and which gated baselines are older than baseline_max_age."""
+the baselines (created, updated, unchanged, unused) and which gated baselines are older than baseline_max_age. Neither
+flag takes a value, so a test path may follow it."""
 
 from __future__ import annotations
 
@@ -71,10 +72,32 @@ def test_update_new_adds_only_missing_cells_and_counts(pytester: pytest.Pytester
             "measured; `sglang-perf baseline prune` removes those whose test or variant is gone)") in _joined(third)
 
 
-def test_a_path_after_the_flag_is_a_clear_usage_error(pytester: pytest.Pytester) -> None:
+def test_a_path_may_follow_either_flag(pytester: pytest.Pytester) -> None:
+    """`pytest --sglang-update-baselines tests/perf`, as most people type it: neither flag takes a value."""
+    write_project(pytester, {"default": []}, request="max_tokens = 16\nrepeats = 3\nwarmup = 0\n", extra=LOOSE)
+    pytester.makepyfile(test_perf=TEST_FILE)
+    first = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines", "test_perf.py", "-k", "16")
+    first.assert_outcomes(passed=1, deselected=1)
+    assert "baselines: 1 created, 0 updated, 0 unchanged" in _joined(first)
+    second = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines=new", "test_perf.py")
+    second.assert_outcomes(passed=2)
+    assert "baselines: 1 created, 0 updated, 1 unchanged (=new: they have an entry)" in _joined(second)
+    assert set(_entries(pytester)) == {"test_perf.py::test_short[16]", "test_perf.py::test_short[24]"}
+
+
+@pytest.mark.parametrize("word", ["new", "all"])
+def test_a_mode_written_as_a_separate_word_names_the_spelling(pytester: pytest.Pytester, word: str) -> None:
     write_project(pytester, {"default": []})
     pytester.makepyfile(test_perf=TEST_FILE)
-    result = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines", "test_perf.py")
+    result = pytester.runpytest("--sglang-simulate", "test_perf.py", "--sglang-update-baselines", word)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
-    result.stderr.fnmatch_lines(["*--sglang-update-baselines*'test_perf.py' is not a mode*put test paths before the "
-                                 "flag*"])
+    result.stderr.fnmatch_lines([f"*--sglang-update-baselines {word}: the flag takes no value, so '{word}' is read as "
+                                 "a test path, and there is none; write --sglang-update-baselines=new (no space)*"])
+
+
+def test_another_mode_is_a_usage_error_naming_the_flag_and_the_value(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"default": []})
+    pytester.makepyfile(test_perf=TEST_FILE)
+    result = pytester.runpytest("--sglang-simulate", "--sglang-update-baselines=newest", "test_perf.py")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*argument --sglang-update-baselines: ignored explicit argument 'newest'*"])

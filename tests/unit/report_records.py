@@ -32,15 +32,17 @@ LAGGING_CLIENT = ClientLoad(lag_p50=0.001, lag_p99=0.02, lag_max=0.03, probes=10
 RAN = (("CUDA graphs", "decode on"),)
 
 
-def samples(ttft: float = 0.1, e2e: float = 1.0, count: int = 4) -> tuple[Sample, ...]:
-    """`count` identical one-stream requests of TOKENS tokens."""
-    return tuple(Sample(ttft=ttft, e2e=e2e, decode_time=e2e - ttft, completion_tokens=TOKENS, prompt_tokens=20,
-                        chunks=TOKENS) for _ in range(count))
+def samples(ttft: float = 0.1, e2e: float = 1.0, count: int = 4, spread: float = 0.0) -> tuple[Sample, ...]:
+    """`count` one-stream requests of TOKENS tokens: identical, or their e2e spread evenly by +-`spread` x 1.5
+    around `e2e` (relative, 4 requests)."""
+    times = [e2e * (1 + spread * (i - (count - 1) / 2)) for i in range(count)]
+    return tuple(Sample(ttft=ttft, e2e=time, decode_time=time - ttft, completion_tokens=TOKENS, prompt_tokens=20,
+                        chunks=TOKENS) for time in times)
 
 
 def result(variant: str = "default", *, ttft: float = 0.1, e2e: float = 1.0, simulated: bool = True,
-           host: HostLoad | None = None, client: ClientLoad | None = None) -> Result:
-    measured = samples(ttft, e2e)
+           host: HostLoad | None = None, client: ClientLoad | None = None, spread: float = 0.0) -> Result:
+    measured = samples(ttft, e2e, spread=spread)
     values = metric_values(measured, None, None)
     return Result(variant, PARAMS, "hash", measured, {name: Summary.of(v) for name, v in values.items()}, 2.0,
                   simulated, values=values, host=host, client=client)

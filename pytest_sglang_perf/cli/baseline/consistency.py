@@ -10,7 +10,7 @@ import math
 from collections.abc import Iterator
 
 from pytest_sglang_perf.gate.baseline import BaselineEntry, recorded_time
-from pytest_sglang_perf.gate.terminal import format_value
+from pytest_sglang_perf.gate.formats import format_value
 from pytest_sglang_perf.measurement.metrics import METRICS
 from pytest_sglang_perf.measurement.prefix_cache import UNKNOWN
 from pytest_sglang_perf.measurement.stats import Summary

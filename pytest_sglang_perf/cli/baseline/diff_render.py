@@ -16,7 +16,7 @@ from pytest_sglang_perf.cli.baseline.diff import (
 )
 from pytest_sglang_perf.cli.baseline.project import plural
 from pytest_sglang_perf.gate.compare import Verdict, relative_change
-from pytest_sglang_perf.gate.terminal import format_allowed, format_change, format_value
+from pytest_sglang_perf.gate.formats import format_allowed, format_change, format_value
 from pytest_sglang_perf.outputs.markdown_text import code, text
 from pytest_sglang_perf.wrapping import wrap_lines
 

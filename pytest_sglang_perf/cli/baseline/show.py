@@ -26,7 +26,7 @@ from pytest_sglang_perf.cli.baseline.project import (
 from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, age_seconds, recorded_time
 from pytest_sglang_perf.gate.baseline_parse import BaselineFile
 from pytest_sglang_perf.gate.environment import SIMULATED_PREFIX
-from pytest_sglang_perf.gate.terminal import format_value
+from pytest_sglang_perf.gate.formats import format_value
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER
 from pytest_sglang_perf.wrapping import WIDTH, wrap_lines
 

@@ -89,7 +89,13 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
              "mean tokens per verify step with a speculative algorithm (ignored without one)"),
     KnobSpec("noise", _number(float, lambda v: 0 <= v < 1, "in [0, 1)"), 0.0,
              "relative timing noise (0.01 = 1%): a per-boot offset and a per-request jitter, both seeded"),
+    KnobSpec("boot_noise", _number(float, lambda v: 0 <= v < 1, "in [0, 1)"), None,
+             "the per-boot offset's relative size, when it differs from the per-request jitter's (--sim-noise)"),
     KnobSpec("seed", _number(int, lambda v: True, ""), 0, "seed of the noise and of the simulated content", "INT"),
+    KnobSpec("boot", str, "",
+             "which boot this is, a label (the plugin sets SGLANG_SIM_BOOT to VARIANT#N, its Nth boot of the run): "
+             "the noise's per-boot offset and per-request jitter are seeded from the seed and this label, so each "
+             "boot draws its own, as real boots do, and a run replays the same boots", "LABEL"),
     KnobSpec("boot_seconds", _NON_NEGATIVE, 0.5,
              "launch -> ready in total: weight loading, KV cache, CUDA graph capture, warmup; phases set with "
              "--sim-load-seconds / --sim-capture-seconds take their share out of it"),
@@ -114,7 +120,11 @@ class Knobs:
     ttft: float | None = None
     accept_length: float = 3.0
     noise: float = 0.0
+    boot_noise: float | None = None
+    """The per-boot offset's size; None: `noise`."""
     seed: int = 0
+    boot: str = ""
+    """The boot's label (see KNOB_SPECS): with the seed, what seeds the noise."""
     boot_seconds: float = 0.5
     load_seconds: float | None = None
     capture_seconds: float | None = None
@@ -127,6 +137,17 @@ class Knobs:
     def time_scale(self) -> float:
         """Factor applied to every simulated duration."""
         return 1.0 + self.slowdown
+
+    @property
+    def offset_noise(self) -> float:
+        """The relative size of a boot's offset (its timings' common factor)."""
+        return self.noise if self.boot_noise is None else self.boot_noise
+
+    @property
+    def noise_seed(self) -> str:
+        """What seeds this boot's noise (its offset, its requests' jitter): the seed, and the boot's label if any
+        (none: every boot of a seed replays the same noise, as before boots had labels)."""
+        return str(self.seed) if not self.boot else f"{self.seed}|boot={self.boot}"
 
     @property
     def faults(self) -> Faults:

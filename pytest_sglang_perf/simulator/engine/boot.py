@@ -79,7 +79,7 @@ class BootPlan:
     @classmethod
     def for_knobs(cls, knobs: Knobs, resolution: Resolution, decode_captured: bool) -> BootPlan:
         """The knobs' durations, every one times (1 + slowdown) and the per-boot noise."""
-        scale = knobs.time_scale * jitter_factor(random.Random(f"{knobs.seed}|boot"), knobs.noise)
+        scale = knobs.time_scale * jitter_factor(random.Random(f"{knobs.noise_seed}|boot"), knobs.noise)
         load = None if knobs.load_seconds is None else knobs.load_seconds * scale
         capture = None if knobs.capture_seconds is None else knobs.capture_seconds * scale
         return cls.split(knobs.boot_seconds * scale, resolution, decode_captured, load, capture)

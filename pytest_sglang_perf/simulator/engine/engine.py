@@ -52,7 +52,7 @@ class SimEngine:
         spec = resolution.spec
         self.acceptance = Acceptance.from_knobs(knobs, spec)
         self.costs = StepCosts.build(setup.model, resolution, setup.gpu, setup.memory.decode_capture_bs)
-        boot_offset = jitter_factor(random.Random(f"{knobs.seed}|boot-offset"), knobs.noise)
+        boot_offset = jitter_factor(random.Random(f"{knobs.noise_seed}|boot-offset"), knobs.offset_noise)
         self.pacing = Pacing.from_knobs(knobs, self.costs, self.acceptance, boot_offset)
         self.scheduler_prefix = rank_prefixes(resolution.tp_size)[0]
         self.stats = DecodeStats(
@@ -137,7 +137,7 @@ class SimEngine:
         key = request_key(knobs.seed, prompt.seed, counter, prompt.digest)
         num_tokens, finish = self._output_length(prompt, key)
         plan = plan_tokens(num_tokens, self.acceptance, random.Random(f"{key}|accept"))
-        jitter = jitter_factor(random.Random(f"{knobs.seed}|jitter|{counter}"), knobs.noise)
+        jitter = jitter_factor(random.Random(f"{knobs.noise_seed}|jitter|{counter}"), knobs.noise)
         texts, ids = _chunk_tokens(key, plan.step_tokens, self.setup.model.vocab_size)
         return Generation(uuid.uuid4().hex, int(time.time()), plan, texts, ids,
                           self._outcome(plan, prompt.prompt_tokens, finish), jitter, prompt.token_ids)

@@ -151,6 +151,16 @@ def test_run_executes_a_fresh_pytest_with_the_simulator_when_there_is_no_gpu(
                               has_gpu=lambda: pytest.fail("not asked"))[-1] == "--sglang-simulate"
 
 
+def test_run_requires_real_sglang_with_real_and_on_a_gpu_host_unless_simulating() -> None:
+    """What `sglang-perf run` tells its pytest (config/run_options.py RUN_COMMAND_ENV): a GPU host without SGLang
+    fails with the install command instead of skipping every perf test and exiting 0."""
+    assert cli.real_sglang_required(["-q"], real=True, has_gpu=lambda: pytest.fail("not asked")) == "real"
+    assert cli.real_sglang_required(["tests/perf"], real=False, has_gpu=lambda: True) == "gpu-host"
+    assert cli.real_sglang_required(["tests/perf"], real=False, has_gpu=lambda: False) is None
+    assert cli.real_sglang_required(["--sglang-simulate"], real=False,
+                                    has_gpu=lambda: pytest.fail("not asked")) is None
+
+
 def test_version_is_the_installed_distributions(capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exited:
         cli.main(["--version"])

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from pytest_sglang_perf.cli.main import main
+from pytest_sglang_perf.gate.ab import BEFORE_AFTER_FOOTNOTE
 from pytest_sglang_perf.gate.compare import Cell
 from pytest_sglang_perf.gate.results_file import records_of, results_document, write_results
 from pytest_sglang_perf.gate.results_read import ResultsFileError, read_result_cells
@@ -55,10 +56,11 @@ def test_one_file_compares_every_variant_with_default(tmp_path: Path, capsys: py
     assert lines[1] == TEST
     assert lines[2].startswith("  prefill_graph vs default: output_throughput +25.0% [+")
     assert lines[2].endswith("] significant: better")
-    assert "  prefill_graph vs default: ttft +0.0% [+0.0%, +0.0%] not significant" in lines
+    assert ("  prefill_graph vs default: ttft +0.0% [+0.0%, +0.0%] not significant (no spread: identical values "
+            "measure no noise)") in lines
     sbo = [line for line in lines if line.startswith("  single_batch_overlap vs default: output_throughput")]
     assert len(sbo) == 1 and sbo[0].endswith("not significant") and "+0.0% [-" in sbo[0]
-    assert lines[-1].startswith("note: A/B across variants compares one server boot each")
+    assert lines[-1].startswith("note: one server boot a variant: these intervals hold the requests' spread")
 
 
 def test_reference_and_confidence_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -86,15 +88,13 @@ def test_two_files_compare_after_with_before(tmp_path: Path, capsys: pytest.Capt
                                             (TEST, result("sbo", simulated=False))])
     code, lines, err = compare(capsys, str(before), str(after))
     assert (code, err) == (0, "")
-    assert lines[0] == (f"sglang-perf before/after: {after} vs {before}: change of the geometric mean, "
-                        "95% confidence interval")
+    assert lines[0] == (f"sglang-perf before/after: {before} (before) -> {after} (after): change of the geometric "
+                        "mean, 95% confidence interval")
     assert lines[1] == TEST
     assert lines[2].startswith("  default: output_throughput -20.0% [-")
     assert lines[2].endswith("significant: worse")
     assert f"  sbo: n/a (no result in {before})" in lines
-    assert lines[-3:] == ["test_gone", f"  default: n/a (no result in {after})",
-                          "note: each side is one session (one server boot per variant), so boot-to-boot spread "
-                          "is not in these intervals"]
+    assert lines[-3:] == ["test_gone", f"  default: n/a (no result in {after})", BEFORE_AFTER_FOOTNOTE]
 
 
 def test_two_files_say_that_reference_does_not_apply(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -32,18 +32,88 @@ def parsed(line: str) -> re.Match[str]:
     return match
 
 
-def test_the_lines_of_an_exact_difference() -> None:
-    """Identical values on each side: the interval is the point, so the whole report is known exactly."""
+def test_zero_spread_is_never_significant() -> None:
+    """Identical values on each side measure no noise at all: the interval is the point, and no change is called
+    significant on it, however large (the issue's `+0.0% [+0.0%, +0.0%] significant: better`)."""
     cells = [cell("default", output_throughput=(100.0, 100.0, 100.0), ttft=(0.2, 0.2)),
-             cell("prefill_graph", output_throughput=(150.0, 150.0), ttft=(0.1, 0.1))]
+             cell("prefill_graph", output_throughput=(150.0, 150.0), ttft=(0.2, 0.2))]
     assert ab_lines(cells) == [
         "sglang-perf A/B against variant 'default': change of the geometric mean, 95% confidence interval",
         TEST,
-        "  prefill_graph vs default: output_throughput +50.0% [+50.0%, +50.0%] significant: better",
-        "  prefill_graph vs default: ttft -50.0% [-50.0%, -50.0%] significant: better",
+        "  prefill_graph vs default: output_throughput +50.0% [+50.0%, +50.0%] not significant (no spread: "
+        "identical values measure no noise)",
+        "  prefill_graph vs default: ttft +0.0% [+0.0%, +0.0%] not significant (no spread: identical values "
+        "measure no noise)",
         AB_FOOTNOTE,
     ]
-    assert "boot-to-boot spread is not in" in AB_FOOTNOTE
+    assert "not a boot's own offset" in AB_FOOTNOTE and "--sglang-boots N" in AB_FOOTNOTE
+
+
+TIGHT = (0.999, 1.0, 1.001, 1.0, 0.999, 1.001)
+"""A request spread of about 0.1%: a boot's offset of a few percent is far outside it."""
+
+
+@pytest.mark.parametrize(("metric", "shift", "tolerance"), [
+    ("output_throughput", 1.03, 0.05), ("ttft", 1.08, 0.10), ("tpot", 0.93, 0.10),
+])
+def test_within_one_boot_a_change_inside_the_tolerance_is_not_an_effect(metric: str, shift: float,
+                                                                        tolerance: float) -> None:
+    """One boot a side: the interval excludes 0 by far (the requests barely vary), but a boot may move the metric
+    by its tolerance, so the change is not called significant; the line says why."""
+    cells = [CellSamples(TEST, "default", False, {metric: noisy(10.0, TIGHT)}),
+             CellSamples(TEST, "sbo", False, {metric: noisy(10.0 * shift, TIGHT)})]
+    match = parsed(ab_lines(cells)[2])
+    assert float(match["low"]) * (shift - 1) > 0 and float(match["high"]) * (shift - 1) > 0
+    assert match["decision"] == f"not significant (one boot each: within the ±{tolerance * 100:g}% a boot may move it)"
+
+
+def test_within_one_boot_the_configured_tolerance_is_the_allowance() -> None:
+    cells = [CellSamples(TEST, "default", False, {"output_throughput": noisy(10.0, TIGHT)}),
+             CellSamples(TEST, "sbo", False, {"output_throughput": noisy(10.3, TIGHT)})]
+    assert parsed(ab_lines(cells, tolerances={"output_throughput": 0.02})[2])["decision"] == "significant: better"
+    assert parsed(ab_lines(cells, tolerances={"output_throughput": 0.04})[2])["decision"].startswith(
+        "not significant (one boot each: within the ±4%")
+
+
+def test_an_interval_that_reaches_into_the_allowance_is_not_significant() -> None:
+    """+7% measured, but the interval's low end is inside the 5% band: no change beyond it is shown."""
+    cells = [cell("default", output_throughput=noisy(10.0)), cell("sbo", output_throughput=noisy(10.7))]
+    match = parsed(ab_lines(cells)[2])
+    assert 0 < float(match["low"]) < 5 < float(match["change"])
+    assert match["decision"].startswith("not significant (one boot each")
+
+
+def booted(variant: str, *boots: tuple[float, ...]) -> CellSamples:
+    """A cell measured on several boots (`--sglang-boots N`), output_throughput only."""
+    first, *more = boots
+    return CellSamples(TEST, variant, False, {"output_throughput": first}, None, 1,
+                       tuple({"output_throughput": values} for values in more))
+
+
+def test_between_boots_offsets_are_noise_and_a_change_that_holds_across_boots_is_significant() -> None:
+    """Three boots a side, in turns: boot offsets of several percent that do not follow the variant are in the
+    interval (not significant); a 3% change that holds in every round is significant, though within the tolerance
+    (the test is between boots, so no allowance is needed)."""
+    offsets_a, offsets_b = (1.0, 1.06, 0.95), (1.05, 0.96, 1.01)
+    same = [booted("default", *(noisy(10.0 * o, TIGHT) for o in offsets_a)),
+            booted("sbo", *(noisy(10.0 * o, TIGHT) for o in offsets_b))]
+    lines = ab_lines(same)
+    assert parsed(lines[2])["decision"] == "not significant"
+    assert lines[-1] == ("note: between boots: each variant booted 3 times in turns (A B, B A, A B, ...), boots "
+                         "paired by round, so boot offsets and drift are in these intervals")
+    drift = (1.0, 0.97, 0.94)  # the host slows down round by round; each round's pair shares it
+    effect = [booted("default", *(noisy(10.0 * d, TIGHT) for d in drift)),
+              booted("sbo", *(noisy(10.0 * d * f, TIGHT) for d, f in zip(drift, (1.031, 1.029, 1.030), strict=True)))]
+    match = parsed(ab_lines(effect)[2])
+    assert match["change"] == "+3.0" and match["decision"] == "significant: better"
+
+
+def test_between_boots_zero_spread_and_too_few_rounds() -> None:
+    exact = [booted("default", (10.0, 10.0), (10.0, 10.0)), booted("sbo", (12.0, 12.0), (12.0, 12.0))]
+    assert parsed(ab_lines(exact)[2])["decision"] == "not significant (no spread: identical values measure no noise)"
+    one_side = [booted("default", noisy(10.0), noisy(10.0)), booted("sbo", noisy(10.0), ())]
+    assert ab_lines(one_side)[2] == ("  sbo vs default: output_throughput n/a (needs >= 2 boots a side with positive "
+                                     "values)")
 
 
 def test_the_change_is_the_ratio_of_geometric_means_and_lies_in_its_interval() -> None:
@@ -174,15 +244,15 @@ def test_before_after_matches_by_test_and_variant_and_names_a_cell_on_one_side()
     after = [cell("sbo", output_throughput=noisy(100.0)), cell("default", output_throughput=noisy(80.0)),
              cell("prefill_graph", output_throughput=noisy(1.0))]
     lines = before_after_lines(before, after, labels=("old.json", "new.json"))
-    assert lines[0] == ("sglang-perf before/after: new.json vs old.json: change of the geometric mean, "
-                        "95% confidence interval")
+    assert lines[0] == ("sglang-perf before/after: old.json (before) -> new.json (after): change of the geometric "
+                        "mean, 95% confidence interval")
     assert lines[1] == TEST and lines[-1] == BEFORE_AFTER_FOOTNOTE
     default, sbo = parsed(lines[2]), parsed(lines[3])
     assert (default["label"], default["change"], default["decision"]) == ("default", "-20.0", "significant: worse")
     assert (sbo["label"], sbo["change"], sbo["decision"]) == ("sbo", "+0.0", "not significant")
     assert lines[4:-1] == ["  prefill_graph: n/a (no result in old.json)", "test_gone",
                            "  default: n/a (no result in new.json)"]
-    assert "boot-to-boot spread is not in" in BEFORE_AFTER_FOOTNOTE
+    assert "only a change beyond the metric's tolerance is called significant" in BEFORE_AFTER_FOOTNOTE
 
 
 def test_before_after_labels_simulated_sides() -> None:

@@ -8,7 +8,7 @@ import pytest
 
 from pytest_sglang_perf.gate.compare import MetricCheck, Verdict, check_all
 from pytest_sglang_perf.gate.efficiency import basis_difference, efficiency_values, judged_efficiency, with_efficiency
-from pytest_sglang_perf.gate.terminal import format_value
+from pytest_sglang_perf.gate.formats import format_value
 from pytest_sglang_perf.measurement.metrics import EFFICIENCY, METRICS
 from pytest_sglang_perf.roofline.ceiling import Bandwidth, DecodeCeiling
 from pytest_sglang_perf.roofline.step_bytes import StepBytes

@@ -4,7 +4,8 @@ import pytest
 
 from pytest_sglang_perf.gate.compare import Cell, MetricCheck, Verdict, check_all
 from pytest_sglang_perf.gate.errored import BOOT, PREFLIGHT, ErroredVariant
-from pytest_sglang_perf.gate.terminal import Pointers, failure_message, format_value, summary_lines
+from pytest_sglang_perf.gate.formats import format_value
+from pytest_sglang_perf.gate.terminal import Pointers, failure_message, summary_lines
 
 REFRESH = "pytest 'tests/perf/test_a.py::test_rbt[default]' --sglang-update-baselines"
 
@@ -179,6 +180,9 @@ def test_errored_variants_count_as_cells_and_are_named() -> None:
     assert lines == [
         "sglang-perf: 4 cells: 1 ok, 0 regressed, 0 inconclusive, 0 improved, 0 new, 0 stale, 0 updated, 3 errored",
         "sglang-perf: ERRORED, nothing measured: sbo (pre-flight check failed), bad (boot failed)",
+        "  t[sbo] errored: pre-flight check failed: fails on SM90",  # -q: each errored test (no servers section)
+        "  u[sbo] errored: pre-flight check failed: fails on SM90",
+        "  t[bad] errored: boot failed: exited with code 1",
     ]
     assert summary_lines([], errored=errored[1:], verbosity=-1)[0].startswith("sglang-perf: 1 cell: 0 ok,")
 

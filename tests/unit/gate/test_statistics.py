@@ -12,7 +12,8 @@ import statistics
 
 import pytest
 
-from pytest_sglang_perf.gate.statistics import LogDifference, log_difference, t_cdf, t_quantile
+from pytest_sglang_perf.gate.statistics import LogDifference, log_difference
+from pytest_sglang_perf.gate.student_t import t_cdf, t_quantile
 
 # --- Student's t -----------------------------------------------------------------------------------------
 

@@ -1,12 +1,11 @@
-"""--sglang-update-baselines[=new] and its ini / environment twins (pytest_plugin/options.py)."""
+"""--sglang-update-baselines, --sglang-update-baselines=new and their ini / environment twins
+(pytest_plugin/options.py); how a command line parses them: tests/plugin/test_update_new.py."""
 
 from __future__ import annotations
 
-import argparse
-
 import pytest
 
-from pytest_sglang_perf.pytest_plugin.options import UPDATE_ALL, UPDATE_NEW, _update, _update_mode
+from pytest_sglang_perf.pytest_plugin.options import UPDATE_ALL, UPDATE_NEW, _update
 
 
 @pytest.mark.parametrize(("raw", "mode"), [
@@ -20,9 +19,3 @@ def test_the_mode_from_any_source(raw: object, mode: str | None) -> None:
 def test_a_bad_ini_or_environment_value_names_the_choices() -> None:
     with pytest.raises(pytest.UsageError, match="SGLANG_PERF_UPDATE_BASELINES = 'newest': expected true, false or new"):
         _update("newest")
-
-
-def test_the_command_line_value() -> None:
-    assert _update_mode("new") == UPDATE_NEW and _update_mode("all") == UPDATE_ALL
-    with pytest.raises(argparse.ArgumentTypeError, match="'tests/perf' is not a mode"):
-        _update_mode("tests/perf")

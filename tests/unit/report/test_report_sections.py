@@ -4,6 +4,7 @@ pointers, the results document made from the session's records and the files wri
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -19,19 +20,19 @@ from pytest_sglang_perf.session.run_record import DocumentRecord, RunRecord
 
 TEST = "t.py::a"
 VS = "  fast vs default: "
-# e2e 1.0 s -> 0.5 s at the same ttft (0.1 s) and 65 tokens: throughput x2, decode (64 / (e2e - ttft)) x2.25,
-# tpot ((e2e - ttft) / 64) x0.444, ttft unchanged
-THROUGHPUT = f"{VS}output_throughput +100.0% [+100.0%, +100.0%] significant: better"
-DECODE = f"{VS}decode_throughput +125.0% [+125.0%, +125.0%] significant: better"
-TTFT = f"{VS}ttft +0.0% [+0.0%, +0.0%] not significant"
-TPOT = f"{VS}tpot -55.6% [-55.6%, -55.6%] significant: better"
+# e2e 1.0 s -> 0.5 s (each +-1.5% over 4 requests) at the same ttft (0.1 s) and 65 tokens: throughput x2, decode
+# (64 / (e2e - ttft)) x2.25, tpot ((e2e - ttft) / 64) x0.444, ttft unchanged (and without spread)
+THROUGHPUT = re.compile(rf"{VS}output_throughput \+100\.0% \[\+9\d\.\d%, \+10\d\.\d%\] significant: better")
+DECODE = re.compile(rf"{VS}decode_throughput \+125\.0% \[\+1[12]\d\.\d%, \+1[23]\d\.\d%\] significant: better")
+TTFT = f"{VS}ttft +0.0% [+0.0%, +0.0%] not significant (no spread: identical values measure no noise)"
+TPOT = re.compile(rf"{VS}tpot -55\.6% \[-5\d\.\d%, -5\d\.\d%\] significant: better")
 
 
 def ab_run(tmp_path: Path, verbosity: int) -> RunRecord:
     """Two booted variants, `fast` regressed on its ttft check and twice as fast end to end."""
     runs = [booted(variant_run(name), tmp_path / f"{name}.log") for name in ("default", "fast")]
-    records = [CellRecord(cell(TEST, "default", Verdict.OK), result("default")),
-               CellRecord(cell(TEST, "fast", Verdict.REGRESSED, Verdict.OK), result("fast", e2e=0.5))]
+    records = [CellRecord(cell(TEST, "default", Verdict.OK), result("default", spread=0.01)),
+               CellRecord(cell(TEST, "fast", Verdict.REGRESSED, Verdict.OK), result("fast", e2e=0.5, spread=0.01))]
     return run_record(records, runs, logs_path=tmp_path, variants=("default", "fast"), verbosity=verbosity)
 
 
@@ -50,13 +51,19 @@ def test_the_default_summary_has_servers_cells_and_the_significant_ab(tmp_path: 
     assert list(sections) == ["sglang-perf servers", "sglang-perf", "sglang-perf A/B"]
     assert sections["sglang-perf servers"][-1] == "(-v shows what each server ran and its startup facts)"
     ab = sections["sglang-perf A/B"]
-    assert ab[1:6] == [TEST, THROUGHPUT, DECODE, TPOT, "(1 comparison(s) not significant; -v shows every comparison)"]
+    assert ab[1] == TEST and ab[5] == "(1 comparison(s) not significant; -v shows every comparison)"
+    assert [pattern.fullmatch(line) is not None for pattern, line in zip((THROUGHPUT, DECODE, TPOT), ab[2:5],
+                                                                          strict=True)] == [True] * 3
 
 
 def test_with_v_every_ab_comparison_is_shown(tmp_path: Path) -> None:
     """-v: the not significant comparison too, in metric order, and each server's configuration."""
     sections = dict(summary_sections(ab_run(tmp_path, 1)))
-    assert sections["sglang-perf A/B"][1:6] == [TEST, THROUGHPUT, DECODE, TTFT, TPOT]
+    ab = sections["sglang-perf A/B"]
+    assert ab[1] == TEST and ab[4] == TTFT
+    shown = (ab[2], ab[3], ab[5])
+    assert [pattern.fullmatch(line) is not None for pattern, line in zip((THROUGHPUT, DECODE, TPOT), shown,
+                                                                          strict=True)] == [True] * 3
     assert "  CUDA graphs: decode on" in sections["sglang-perf servers"]
 
 

@@ -6,7 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sglang_perf.server.gpu_claims import GpuClaimError, claim_gpus, gpu_pool
+from pytest_sglang_perf.config.settings import Variant
+from pytest_sglang_perf.server.gpu_claims import GpuClaimError, claim_gpus, claimed_plan, gpu_pool
+from pytest_sglang_perf.server.launcher import BootError
+from pytest_sglang_perf.server.plan import ServerPlan
 
 POOL = ("0", "1", "2", "3")
 
@@ -80,16 +83,14 @@ def test_an_unusable_lock_folder_is_a_claim_error_naming_it(tmp_path: Path) -> N
         claim_gpus(POOL, 1, blocked, timeout=0)
 
 
+def _plan(**changes: object) -> ServerPlan:
+    base = {"variant": Variant("v"), "args": (), "command": ("x",), "env": {}, "simulated": True, "api_key": None,
+            "uses_default_launcher": False}
+    return ServerPlan(**{**base, **changes})  # type: ignore[arg-type]
+
+
 def test_nothing_is_claimed_where_the_user_placed_the_server_or_its_gpus_are_unknown(tmp_path: Path) -> None:
-    from pytest_sglang_perf.config.settings import Variant
-    from pytest_sglang_perf.server.gpu_claims import claimed_plan
-    from pytest_sglang_perf.server.plan import ServerPlan
-
-    def plan(**changes: object) -> ServerPlan:
-        base = {"variant": Variant("v"), "args": (), "command": ("x",), "env": {}, "simulated": True, "api_key": None,
-                "uses_default_launcher": False}
-        return ServerPlan(**{**base, **changes})  # type: ignore[arg-type]
-
+    plan = _plan
     log = tmp_path / "v.log"
     for unclaimed, count in ((plan(env={"CUDA_VISIBLE_DEVICES": "3"}), 1), (plan(url="http://h:1"), 1),
                              (plan(), None)):
@@ -97,3 +98,18 @@ def test_nothing_is_claimed_where_the_user_placed_the_server_or_its_gpus_are_unk
     placed, claim = claimed_plan(plan(), 2, POOL, tmp_path, log, timeout=0, waiting=print)
     assert placed.env == {"CUDA_VISIBLE_DEVICES": "0,1"} and claim is not None
     claim.release()
+
+
+def test_a_claim_that_cannot_be_made_says_no_server_was_started(tmp_path: Path) -> None:
+    """No process ran: the report has no exit code, no phase and no log to show, and says so."""
+    with pytest.raises(BootError) as caught:
+        claimed_plan(_plan(command=("python", "-m", "sglang")), 2, ("3",), tmp_path, tmp_path / "v.log", timeout=0,
+                     waiting=print)
+    error = caught.value
+    assert not error.started
+    assert error.report().splitlines() == [
+        "SGLang server 'v' was not started: the server needs 2 GPU(s) (tp x pp x dp) but this host offers 1 (3); "
+        "lower the variant's --tp-size/--pp-size/--dp-size, or run it on a host with more GPUs",
+        "  command:    python -m sglang (not run)",
+        "  no server process was started, so there is no exit code and no server log",
+    ]

@@ -427,6 +427,8 @@ def test_missing_executable_is_a_boot_error(tmp_path: Path) -> None:
     assert caught.value.reason.startswith("could not launch ")
     assert "No such file or directory" in caught.value.reason
     assert caught.value.exit_code is None
+    assert not caught.value.started  # no process ran: the report says so, not "had not exited on its own"
+    assert "no server process was started" in caught.value.report()
 
 
 def test_spec_rejects_empty_command_and_bad_timeouts(tmp_path: Path) -> None:

@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.config.run_options import RUN_GPU_HOST, RUN_REAL, RunOptions
 from pytest_sglang_perf.config.settings import Settings, Variant
+from pytest_sglang_perf.session import INSTALL
 from pytest_sglang_perf.session.facade import PerfSession
 from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.plans import NothingMeasured, SessionPlans
@@ -53,6 +54,21 @@ def test_without_sglang_a_gate_on_real_sglang_stops_before_anything_runs(tmp_pat
     room = plans(tmp_path, [], "SGLang is not installed", require_real=True)
     with pytest.raises(NothingMeasured, match=r"2 perf test\(s\) cannot run: SGLang is not installed; install it"):
         room.collect([("t.py::a[default]", "default"), ("t.py::b[default]", "default")])
+
+
+@pytest.mark.parametrize(("run_command", "message"), [
+    (RUN_REAL, "sglang-perf run --real: 1 perf test(s) cannot run: SGLang is not installed; install it on this runner "
+               f"({INSTALL})"),
+    (RUN_GPU_HOST, "sglang-perf run: this host has GPUs (nvidia-smi), so the perf suite runs on SGLang, and 1 perf "
+                   f"test(s) cannot run: SGLang is not installed; install it ({INSTALL}), or add --sglang-simulate to "
+                   "run them on the simulator"),
+])
+def test_a_gate_sglang_perf_run_made_names_that_command(tmp_path: Path, run_command: str, message: str) -> None:
+    """Not the option the user did not type, and never the simulator to `--real`, which refuses it."""
+    room = plans(tmp_path, [], "SGLang is not installed", require_real=True, run_command=run_command)
+    with pytest.raises(NothingMeasured) as refused:
+        room.collect([("t.py::a[default]", "default")])
+    assert str(refused.value) == message
 
 
 @pytest.mark.skipif(importlib.util.find_spec("sglang") is not None, reason="SGLang is installed here")
