@@ -17,7 +17,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RUNS: tuple[tuple[tuple[str, ...], tuple[str, ...]], ...] = (
     # (what is checked, MYPYPATH)
     (("conftest.py", "tools"), ("tests/unit",)),  # tools/import_map.py reads the layers from test_layout
-    (("benchmarks",), ("benchmarks",)),
+    (("benchmarks",), ("benchmarks", "tests/sglang_cpu")),
     # tests/unit mirrors the package, a folder per part; server/ has a conftest.py of its own, checked apart
     (("tests/unit", "--exclude", "tests/unit/server"), ("tests/unit",)),
     (("tests/unit/server",), ("tests/unit/server", "tests/unit")),

@@ -72,12 +72,21 @@ class RequestDefaults:
         )
 
 
+CONFIRM_AUTO = "auto"
+CONFIRM_REBOOT = "reboot"
+CONFIRM_SAME_SERVER = "same-server"
+CONFIRM_MODES = (CONFIRM_AUTO, CONFIRM_REBOOT, CONFIRM_SAME_SERVER)
+"""`[gate] confirm`: where a regression is re-measured before it fails (session/confirmation.py)."""
+
+
 @dataclass(frozen=True)
 class GateSettings:
-    """How sure a verdict must be (see gate/compare.py GatePolicy): `[gate] confidence = 0.95`, `power = 0.8`."""
+    """How sure a verdict must be (see gate/compare.py GatePolicy): `[gate] confidence = 0.95`, `power = 0.8`; and
+    where a regression is confirmed: `confirm = "auto"` (docs/verdicts.md)."""
 
     confidence: float = 0.95
     power: float = 0.80
+    confirm: str = CONFIRM_AUTO
 
 
 def parse_request(reader: Reader, value: object) -> RequestDefaults:
@@ -149,9 +158,16 @@ def parse_gate(reader: Reader, value: object) -> GateSettings:
     if value is None:
         return GateSettings()
     table = expect_table(value, reader.source, "gate")
-    reader.check_keys(table, {"confidence", "power"}, "gate.")
+    reader.check_keys(table, {"confidence", "power", "confirm"}, "gate.")
     base = GateSettings()
     return GateSettings(
         confidence=reader.get(table, "confidence", _probability, default=base.confidence, prefix="gate."),
         power=reader.get(table, "power", _probability, default=base.power, prefix="gate."),
+        confirm=reader.get(table, "confirm", _confirm_mode, default=base.confirm, prefix="gate."),
     )
+
+
+def _confirm_mode(value: object) -> str:
+    if value not in CONFIRM_MODES:
+        raise ValueError(f"expected one of {', '.join(repr(m) for m in CONFIRM_MODES)}, got {value!r}")
+    return str(value)

@@ -100,6 +100,11 @@ def worst(verdicts: Iterable[Verdict]) -> Verdict:
     return next((v for v in SEVERITY if v in present), Verdict.OK)
 
 
+SAME_SERVER = "the same server"
+FRESH_BOOT = "a fresh boot"
+"""Where a regression was re-measured (Cell.confirmed_on), as the reports say it: `re-measured on a fresh boot`."""
+
+
 @dataclass(frozen=True)
 class Cell:
     """The checks of one test x variant."""
@@ -113,7 +118,9 @@ class Cell:
     stale: tuple[str, ...] = ()
     """What differs from the baseline's request, server args, model or GPUs ("max_tokens 512 -> 128")."""
     confirmation: tuple[MetricCheck, ...] | None = None
-    """The re-measure's checks, when a regression was re-measured on the same server before failing."""
+    """The re-measure's checks, when a regression was re-measured before failing (where: `confirmed_on`)."""
+    confirmed_on: str = SAME_SERVER
+    """Where the re-measure ran: SAME_SERVER or FRESH_BOOT (session/confirmation.py decides)."""
     disturbed: str | None = None
     """Why the regression is inconclusive although it held: the re-measure's conditions (`host busy: ...`,
     gate/conditions.py)."""

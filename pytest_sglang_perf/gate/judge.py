@@ -14,6 +14,7 @@ from pathlib import Path
 
 from pytest_sglang_perf.gate.baseline import BaselineEntry
 from pytest_sglang_perf.gate.compare import (
+    SAME_SERVER,
     BootValues,
     Cell,
     GatePolicy,
@@ -115,11 +116,18 @@ class Judge:
                                        has_entry=found.entry is not None, current=result.roofline)
         return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale)
 
-    def confirm(self, cell: Cell, again: Result, place: CellPlace) -> Cell:
-        """A regressed cell re-measured on the same server: each regression holds only if the re-measure
-        regresses too; one that does not is INCONCLUSIVE. The re-measure's checks are kept for the report."""
-        second = self.judge(cell.test_id, again, place)
-        return replace(cell, checks=confirmed(cell.checks, second.checks), confirmation=second.checks)
+    def confirm(self, cell: Cell, again: Result, place: CellPlace, *, on: str = SAME_SERVER,
+                other_boot: Mapping[str, MetricCheck] | None = None) -> Cell:
+        """A regressed cell re-measured `on` a fresh boot or the same server: each regression holds only if the
+        re-measure regresses too; one that does not is INCONCLUSIVE. The re-measure's checks are kept for the report.
+
+        A boot metric is only ever confirmed by a boot: on the same server, the re-measure's boot metrics are those
+        of `other_boot` (another boot of the variant, judged in this session) where given, else not measured."""
+        second = self.judge(cell.test_id, again, place).checks
+        if on == SAME_SERVER:
+            second = tuple(_other_boot(check, other_boot or {}) if check.metric in BOOT_METRICS else check
+                           for check in second)
+        return replace(cell, checks=confirmed(cell.checks, second), confirmation=second, confirmed_on=on)
 
     def decided(self, test_id: str, place: CellPlace, *, recording: bool = False) -> Callable[[Result], bool]:
         """For the adaptive plan: whether a measurement so far settles every request metric's verdict. `recording`
@@ -178,6 +186,15 @@ def with_coverage(checks: Sequence[MetricCheck], result: Result) -> tuple[Metric
             check = replace(check, note=missing_coverage(result.samples, check.metric).describe(check.metric))
         out.append(check)
     return tuple(out)
+
+
+def _other_boot(check: MetricCheck, other_boot: Mapping[str, MetricCheck]) -> MetricCheck:
+    """A boot metric's re-measure on the same server: another boot's check, or not measured (the same boot again
+    is no second measurement)."""
+    if check.metric in other_boot:
+        return other_boot[check.metric]
+    return replace(check, measured=None, change=None, p_value=None, detectable=None, verdict=Verdict.INCONCLUSIVE,
+                   note=f"{check.metric}: not re-measured (a boot metric is re-measured only by another boot)")
 
 
 def confirmed(first: Sequence[MetricCheck], second: Sequence[MetricCheck]) -> tuple[MetricCheck, ...]:

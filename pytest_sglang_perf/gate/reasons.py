@@ -48,10 +48,12 @@ def _metric_reason(check: MetricCheck, cell: Cell, again: MetricCheck | None) ->
     change = f"{check.metric} {format_change(check.change)} (allowed {format_allowed(check)}"
     if check.note is not None and (check.p_value is None or check.metric == EFFICIENCY):
         return f"{change})", check.note.removeprefix(f"{check.metric}: ")  # no test possible, or not comparable
+    if cell.disturbed is not None and cell.confirmation is None:  # a recording refused: never re-measured
+        return f"{change})", f"measured under disturbed conditions: {cell.disturbed}"
     held = again is not None and again.verdict is Verdict.REGRESSED  # else the re-measure demoted it (judge.py)
     if cell.disturbed is not None and held:
         return f"{change})", f"regressed again when re-measured, but under disturbed conditions: {cell.disturbed}"
     if cell.confirmation is not None and not held:
         return (f"{change}, re-measured {format_change(None if again is None else again.change)})",
-                "the regression did not hold when re-measured on the same server")
+                f"the regression did not hold when re-measured on {cell.confirmed_on}")
     return f"{change}, p {format_p(check)})", "worse beyond the tolerance, but not statistically established"

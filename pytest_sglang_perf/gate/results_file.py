@@ -4,10 +4,11 @@ The file is written atomically (temporary file + rename) with the same stable JS
 A cell's `verdict` is its most severe one: regressed > inconclusive > stale > new > improved > updated > ok,
 except that a cell recorded with --sglang-update-baselines is `updated` and a cell whose baseline is not comparable
 is `stale` (see compare.Cell.verdict); `stale` lists what changed, `confirmation` holds the re-measure of a cell
-whose regression was re-measured (its checks and samples). `entry` is the baseline entry the cell offers
-`sglang-perf baseline accept`, and `withheld` why a measured cell offers none (measured under disturbed conditions,
-a later boot failed, a later check replaced it: session/baselines.py SessionBaselines.offered). `errored` lists the
-variants whose tests measured nothing because their server never ran (pre-flight or boot failure, see errored.py).
+whose regression was re-measured (`on`: fresh-boot or same-server; its checks and samples). `entry` is the baseline
+entry the cell offers `sglang-perf baseline accept`, and `withheld` why a measured cell offers none (measured under
+disturbed conditions, a later boot failed, a later check replaced it: session/baselines.py
+SessionBaselines.offered). `errored` lists the variants whose tests measured nothing because their server never ran
+(pre-flight or boot failure, see errored.py).
 Values that are not finite numbers (NaN, infinity) are written as null, since JSON has no such numbers.
 """
 
@@ -20,7 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from pytest_sglang_perf.gate.compare import Cell, MetricCheck
+from pytest_sglang_perf.gate.compare import FRESH_BOOT, Cell, MetricCheck
 from pytest_sglang_perf.gate.errored import ErroredVariant
 from pytest_sglang_perf.gate.jsonfile import atomic_write, dump_json
 from pytest_sglang_perf.gate.judge import CellPlace
@@ -94,7 +95,8 @@ def write_results(path: Path, doc: Mapping[str, Any]) -> None:
 def _cell(cell: Cell, result: Result | None, again: Result | None) -> dict[str, Any]:
     confirmation = None
     if cell.confirmation is not None:
-        confirmation = {"metrics": {c.metric: _check(c) for c in cell.confirmation},
+        confirmation = {"on": "fresh-boot" if cell.confirmed_on == FRESH_BOOT else "same-server",
+                        "metrics": {c.metric: _check(c) for c in cell.confirmation},
                         "samples": [] if again is None else [s.to_dict() for s in again.samples],
                         "client": None if again is None or again.client is None else again.client.to_dict(),
                         "host": None if again is None or again.host is None else again.host.to_dict(),

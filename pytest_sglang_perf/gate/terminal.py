@@ -108,11 +108,13 @@ def _failure_fix(cell: Cell, refresh_command: str) -> list[str]:
 def _cell_title(cell: Cell) -> str:
     verdict = cell.verdict
     if verdict is Verdict.REGRESSED and cell.confirmation is not None:
-        return "regressed (confirmed: re-measured on the same server, it regressed again)"
+        return f"regressed (confirmed: re-measured on {cell.confirmed_on}, it regressed again)"
+    if verdict is Verdict.INCONCLUSIVE and cell.disturbed is not None and cell.confirmation is None:
+        return f"inconclusive (measured under disturbed conditions: {cell.disturbed})"
     if verdict is Verdict.INCONCLUSIVE and cell.disturbed is not None:
         return f"inconclusive (regressed, re-measured too, but under disturbed conditions: {cell.disturbed})"
     if verdict is Verdict.INCONCLUSIVE and cell.confirmation is not None:
-        return "inconclusive (the regression did not hold when re-measured on the same server)"
+        return f"inconclusive (the regression did not hold when re-measured on {cell.confirmed_on})"
     if verdict is Verdict.INCONCLUSIVE:
         return "inconclusive (worse beyond the tolerance, but not statistically established)"
     if verdict is Verdict.NEW:

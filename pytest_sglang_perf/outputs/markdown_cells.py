@@ -162,8 +162,9 @@ def _confirmation(cell: Mapping[str, Any], confirmation: Mapping[str, Any]) -> s
     changes = ", ".join(f"{code(name)} {_change(check.get('change'))} ({check.get('verdict')})"
                         for name, check in ordered(again)
                         if (cell.get("metrics") or {}).get(name, {}).get("verdict") in ("regressed", "inconclusive"))
+    where = "a fresh boot" if confirmation.get("on") == "fresh-boot" else "the same server"
     if cell.get("verdict") == "regressed":
-        head = "regression confirmed: re-measured on the same server, it regressed again"
+        head = f"regression confirmed: re-measured on {where}, it regressed again"
     else:
-        head = "the regression did not hold when re-measured on the same server"
+        head = f"the regression did not hold when re-measured on {where}"
     return f"{head}: {changes}" if changes else head

@@ -24,7 +24,7 @@ from pytest_sglang_perf.measurement.concurrency import MAX, MAX_STREAMS, Level, 
 from pytest_sglang_perf.measurement.prefix_cache import WARM, PrefixCache, prefix_cache_mode, warm_cache_note
 from pytest_sglang_perf.measurement.result import RequestParams, Result, Sweep
 from pytest_sglang_perf.report.servers import server_failure_lines
-from pytest_sglang_perf.session.facade import PerfSession
+from pytest_sglang_perf.session.facade import PerfSession, VariantUnavailable
 from pytest_sglang_perf.session.variant_run import VariantRun
 
 if TYPE_CHECKING:
@@ -204,9 +204,10 @@ class SGLangPerf:
             concurrency=self._streams(level), level=level, slo=slo)
 
     def check(self, result: Result | Sweep) -> None:
-        """Gate `result` on this test's baseline (see docs/usage/verdicts.md): a regression is re-measured once on
-        this server and fails the test only if it holds. A Sweep gates each level as its own cell and fails the
-        test with every level that regressed."""
+        """Gate `result` on this test's baseline (see docs/usage/verdicts.md): a regression is re-measured once (on a
+        fresh boot or this server: `[gate] confirm`) and fails the test only if it holds. A Sweep gates each level as
+        its own cell, every level whatever another's verdict, and fails the test with every level that regressed or
+        whose recording was refused."""
         __tracebackhide__ = True
         failures = [failure for one in (result if isinstance(result, Sweep) else (result,))
                     if (failure := self._check_one(one)) is not None]
@@ -223,10 +224,10 @@ class SGLangPerf:
         test_id = self.test_id + result.params.cell_suffix
         try:
             record = self._session.check(test_id, result)
-        except (BaselineFileError, DisturbedRecording) as exc:
-            pytest.fail(str(exc), pytrace=False)
+        except (BaselineFileError, DisturbedRecording, VariantUnavailable) as exc:
+            return str(exc)  # failed by check(), outside this handler: one message, no chained traceback
         except RequestFailed as exc:  # the re-measure of a regression
-            pytest.fail(self._request_failure(exc), pytrace=False)
+            return self._request_failure(exc)
         self._warn_if_cold(record.confirmation)
         cell = record.cell
         self._publish(cell, result)

@@ -51,18 +51,23 @@ class SessionBoots:
         if run.boot_error is not None:
             raise run.boot_error
         try:
-            self._start(run)
+            started = self._start(run)
         except BootError as exc:
             run.boot_error = exc
             self._gpus.release(run)
             raise
         if run.config is None:
             self._inspect(run)
+        elif started and run.server is not None:  # a later boot: its own startup (capture seconds), the same flags
+            from pytest_sglang_perf.server.startup import startup_facts
+
+            run.startup = startup_facts(run.server.log_text())  # this boot's lines only
         if run.place is None:
             run.place = server_place(run.plan, self._parser(), model=self._settings.model, root=self._settings.root,
                                      gpu_name=self._gpu_name(run), simulated=self._simulate)
 
-    def _start(self, run: VariantRun) -> None:
+    def _start(self, run: VariantRun) -> bool:
+        """Start (or attach) the variant's server when none runs; whether a server process was started."""
         if run.plan.url is not None and run.server is None:
             run.server = attach_server(run.plan, self._log_path(run), self._settings.request.timeout,
                                        self._live.detail)
@@ -77,6 +82,8 @@ class SessionBoots:
                                                   self._live.boot_progress(run.name),
                                                   stop_grace=self._settings.stop_grace,
                                                   pass_fds=() if run.claim is None else run.claim.fds)
+            return True
+        return False
 
     def _gpu_name(self, run: VariantRun) -> str | None:
         """The GPU model the server's cells are filed under: a remote server's as configured, else the host's."""

@@ -1,5 +1,6 @@
 """The session's cells: each measured result placed (its baseline file and identity), judged against its baseline or
-recorded, a regression confirmed by a re-measure on the same server, and kept as the cell's record.
+recorded, a regression confirmed by a re-measure (on a fresh boot or the same server: session/confirmation.py), and
+kept as the cell's record.
 
 Plain Python (no pytest): the facade (session/facade.py) hands it each checked result; the records it keeps are what
 the report wing and the results file are made of.
@@ -12,7 +13,7 @@ from dataclasses import replace
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.gate.compare import Verdict
+from pytest_sglang_perf.gate.compare import FRESH_BOOT, SAME_SERVER, Cell, Verdict
 from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.gate.judge import CellPlace
 from pytest_sglang_perf.gate.recording import RecordedRun
@@ -21,6 +22,7 @@ from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.session.baselines import SessionBaselines
 from pytest_sglang_perf.session.conditions import SessionConditions
+from pytest_sglang_perf.session.confirmation import Confirmation
 from pytest_sglang_perf.session.variant_run import VariantRun
 
 Measure = Callable[[str, RequestParams, "Callable[[Result], bool] | None"], Result]
@@ -29,8 +31,10 @@ Measure = Callable[[str, RequestParams, "Callable[[Result], bool] | None"], Resu
 
 class SessionCells:
     def __init__(self, options: RunOptions, runs: Mapping[str, VariantRun], baselines: SessionBaselines,
-                 conditions: SessionConditions, measure: Measure, records: list[CellRecord]) -> None:
+                 conditions: SessionConditions, measure: Measure, records: list[CellRecord],
+                 confirmation: Confirmation) -> None:
         self._options = options
+        self._confirmation = confirmation
         self._runs = runs
         self._baselines = baselines
         self._conditions = conditions
@@ -55,10 +59,12 @@ class SessionCells:
         return judge.decided(test_id, place, recording=recording)
 
     def check(self, test_id: str, result: Result) -> CellRecord:
-        """Judge a result against its comparable baseline: a regression is re-measured once on the same server and
-        fails only if it holds. With --sglang-update-baselines, record it instead (=new: only a cell without an
-        entry). Returns the cell's record (its verdict, what it was judged on), kept for the results file; raises
-        client.RequestFailed when the re-measure's request fails."""
+        """Judge a result against its comparable baseline: a regression is re-measured once (on a fresh boot or the
+        same server) and fails only if it holds. With --sglang-update-baselines, record it instead (=new: only a cell
+        without an entry); a recording refused for disturbed conditions keeps the cell, inconclusive at worst, and
+        raises DisturbedRecording. Returns the cell's record (its verdict, what it was judged on), kept for the
+        results file; raises client.RequestFailed when the re-measure's request fails, and what the boot raises
+        when a fresh boot for it fails."""
         place = self.place(result.variant, result.params)
         baselines = self._baselines
         cell = baselines.judge.judge(test_id, result, place)
@@ -66,21 +72,48 @@ class SessionCells:
         stored = baselines.stored(place, key)
         run = self._recorded_run(result.variant)
         record = baselines.records(stored)
+        run_state = self._runs[result.variant]
+        self._confirmation.seen(run_state, cell.checks)
         if record:
-            self._conditions.check_recording(test_id, result, lambda: self.records.append(CellRecord(cell, result)))
+            refused = self._withheld(cell, result)
+            self._conditions.check_recording(test_id, result, lambda: self.records.append(CellRecord(refused, result)))
             cell = replace(cell, updated=True)
             baselines.record(test_id, result, place, run, existed=stored is not None)
         elif self._options.update_baselines:
             baselines.ledger.kept(key)
-        regressed = not record and cell.verdict is Verdict.REGRESSED
-        again = self._conditions.remeasure(result, lambda: self._remeasure(test_id, result),
-                                           self._runs[result.variant]) if regressed else None
-        cell = cell if again is None else self._conditions.judge(baselines.judge.confirm(cell, again, place), again)
+        again = None
+        if not record and cell.verdict is Verdict.REGRESSED:
+            cell, again = self._confirm(test_id, result, cell, place, run_state)
         self.records.append(CellRecord(cell, result, again, place, run))
         return self.records[-1]
 
-    def _remeasure(self, test_id: str, result: Result) -> Result:
-        """The confirmation of a regression: the same request again, on the same server."""
+    def _withheld(self, cell: Cell, result: Result) -> Cell:
+        """A cell whose recording is refused: measured under disturbed conditions, it establishes no regression."""
+        why = self._conditions.why(result)
+        if why is None or cell.verdict is not Verdict.REGRESSED:
+            return cell
+        checks = tuple(replace(c, verdict=Verdict.INCONCLUSIVE) if c.verdict is Verdict.REGRESSED else c
+                       for c in cell.checks)
+        return replace(cell, checks=checks, disturbed=why)
+
+    def _confirm(self, test_id: str, result: Result, cell: Cell, place: CellPlace,
+                 run: VariantRun) -> tuple[Cell, Result]:
+        """The regressed cell re-measured, on a fresh boot or the same server (session/confirmation.py), and judged
+        again: each regression holds only if the re-measure regresses too, under undisturbed conditions."""
+        fresh = self._confirmation.on_fresh_boot(run, cell)
+        other = None if fresh else self._confirmation.other_boot(run)
+        again = self._conditions.remeasure(result, lambda: self._remeasure(test_id, result, fresh=fresh), run)
+        confirmed = self._baselines.judge.confirm(cell, again, place, on=FRESH_BOOT if fresh else SAME_SERVER,
+                                                  other_boot=other)
+        if fresh:
+            self._confirmation.seen(run, confirmed.confirmation or ())
+        return self._conditions.judge(confirmed, again), again
+
+    def _remeasure(self, test_id: str, result: Result, *, fresh: bool) -> Result:
+        """The confirmation of a regression: the same request again, on a fresh boot of the variant or the same
+        server."""
+        if fresh:
+            self._confirmation.reboot(self._runs[result.variant])
         params = result.again()
         decided = None if params.max_repeats is None else self.decider(test_id, result.variant, params)
         return self._measure(result.variant, params, decided)

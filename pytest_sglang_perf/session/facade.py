@@ -169,8 +169,11 @@ class PerfSession:
     @cached_property
     def cells(self) -> SessionCells:  # each checked result placed, judged or recorded, confirmed and kept
         from pytest_sglang_perf.session.cells import SessionCells
+        from pytest_sglang_perf.session.confirmation import Confirmation
 
-        return SessionCells(self.options, self.runs, self.baselines, self.conditions, self.measure, self.records)
+        confirmation = Confirmation(self.settings.gate.confirm, self._confirmation_boot)
+        return SessionCells(self.options, self.runs, self.baselines, self.conditions, self.measure, self.records,
+                            confirmation)
 
     # Collection, and around each test ---------------------------------------------------------------------------
 
@@ -203,6 +206,19 @@ class PerfSession:
     def _reboot(self, run: VariantRun) -> None:
         self.boots.stop(run)
         self.boots.boot(run)
+
+    def _confirmation_boot(self, run: VariantRun) -> None:
+        """A fresh boot to confirm a regression on (session/confirmation.py); VariantUnavailable with the boot's
+        report when it fails (the variant's later tests fail with it too)."""
+        from pytest_sglang_perf.server.launcher import BootError
+
+        self._say(f"[{run.name}] a regression: booting the server again to re-measure it on a fresh boot "
+                  "([gate] confirm)")
+        try:
+            self._reboot(run)
+        except BootError as exc:
+            raise VariantUnavailable("the fresh boot to confirm a regression on failed:\n"
+                                     + self.boots.report(exc)) from None
 
     def ready(self, name: str) -> VariantRun:
         """The variant's run with its server up; raises VariantUnavailable with the report when it cannot be."""

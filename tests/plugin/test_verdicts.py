@@ -142,7 +142,8 @@ def test_a_regression_that_does_not_hold_is_inconclusive(recorded: pytest.Pytest
     slowdown, as on a busy machine. The test passes, saying so; --sglang-fail-inconclusive fails it. The latencies
     get a wide band: a 20 ms simulated TTFT moves by a busy CI's milliseconds, and only output_throughput is judged."""
     write_project(recorded, {"default": ["--max-running-requests", "8"]}, request=STEADY,
-                  extra='[tool.sglang_perf.tolerance]\nttft = "200%"\ntpot = "200%"\n')
+                  extra='[tool.sglang_perf.tolerance]\nttft = "200%"\ntpot = "200%"\n'
+                        '[tool.sglang_perf.gate]\nconfirm = "same-server"\n')  # a fresh boot would count from 0
     monkeypatch.setenv("SGLANG_SIM_FAULT", "slow-after:1:1.5:3")
     result = _run(recorded)
     result.assert_outcomes(passed=1)

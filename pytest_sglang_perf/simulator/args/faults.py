@@ -16,6 +16,8 @@ SPEC is a comma-separated list of faults; each fault is a name with `:`-separate
 | `short:N`           | stops every request N tokens before its max_tokens, even with ignore_eos                   |
 | `slow-after:N:F[:M]`| after N generation requests, every duration is F times longer (F >= 1); with M, only for  |
 |                     | the next M requests, then normal again (a transient slowdown: a busy machine)             |
+| `slow-boot:N:F`     | the run's Nth boot (a `--sim-boot` label ending in `#N`, as the plugin sets it) runs every  |
+|                     | duration, its boot included, F times longer (F >= 1): a slow boot, which stays slow       |
 | `burst-at:N`        | streams request N's content in one write at its end (one read carries every chunk, as  |
 |                     | behind a buffering proxy): the client sees no decode time for that request              |
 | `no-server-info`    | `/server_info` and `/get_server_info` answer 404, like a proxy that exposes only the APIs  |
@@ -31,7 +33,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 _USAGE = ("crash-at-boot, hang-at-boot, fail-warmup, die-after:N, http-500:P, cut-stream:N, burst-at:N, no-usage, "
-          "short:N, slow-after:N:FACTOR[:M], no-server-info (combine with commas)")
+          "short:N, slow-after:N:FACTOR[:M], slow-boot:N:FACTOR, no-server-info (combine with commas)")
 
 
 @dataclass(frozen=True)
@@ -49,6 +51,15 @@ class Faults:
     slow_after: tuple[int, float, int | None] | None = None
     """(after N requests, factor, for M requests or None: for good)."""
     no_server_info: bool = False
+    slow_boot: tuple[int, float] | None = None
+    """(the boot's number N, factor): the duration factor of the run's Nth boot."""
+
+    def boot_factor(self, label: str) -> float:
+        """The duration factor of the boot labelled `label` (`VARIANT#N`): slow-boot's factor on its Nth boot."""
+        if self.slow_boot is None:
+            return 1.0
+        number, factor = self.slow_boot
+        return factor if label.rpartition("#")[2] == str(number) else 1.0
 
     def slow_factor(self, requests_served: int) -> float:
         """The duration factor once `requests_served` generation requests have arrived."""
@@ -140,6 +151,22 @@ def _slow_after(faults: Faults, args: list[str]) -> Faults:
     return replace(faults, slow_after=(count, factor, lasting))
 
 
+def _slow_boot(faults: Faults, args: list[str]) -> Faults:
+    if len(args) != 2:
+        raise ValueError("takes a boot number and a factor, e.g. slow-boot:1:1.5")
+    return replace(faults, slow_boot=(_count(args[0], 1), _factor(args[1])))
+
+
+def _factor(text: str) -> float:
+    try:
+        factor = float(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a number") from None
+    if factor < 1:
+        raise ValueError(f"factor {factor} must be >= 1")
+    return factor
+
+
 _HANDLERS: dict[str, Callable[[Faults, list[str]], Faults]] = {
     "crash-at-boot": _no_args("crash_at_boot"),
     "hang-at-boot": _no_args("hang_at_boot"),
@@ -152,4 +179,5 @@ _HANDLERS: dict[str, Callable[[Faults, list[str]], Faults]] = {
     "short": _one_count("short", 1),
     "http-500": _http_500,
     "slow-after": _slow_after,
+    "slow-boot": _slow_boot,
 }

@@ -105,7 +105,8 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
              "make every duration (1 + x) times longer (0.2 = 20% slower)"),
     KnobSpec("fault", _fault_spec, "",
              "inject faults, e.g. 'die-after:3,http-500:0.2': crash-at-boot, hang-at-boot, fail-warmup, die-after:N, "
-             "http-500:P, cut-stream:N, no-usage, short:N, slow-after:N:FACTOR, no-server-info", "SPEC"),
+             "http-500:P, cut-stream:N, no-usage, short:N, slow-after:N:FACTOR, slow-boot:N:FACTOR, no-server-info",
+             "SPEC"),
     KnobSpec("device_dir", str, "",
              "a folder the simulators of one host share: each locks the GPUs it runs on (CUDA_VISIBLE_DEVICES) there "
              "and fails at boot when another one holds one of them (process/devices.py)", "DIR"),
@@ -135,8 +136,8 @@ class Knobs:
 
     @property
     def time_scale(self) -> float:
-        """Factor applied to every simulated duration."""
-        return 1.0 + self.slowdown
+        """Factor applied to every simulated duration: the slowdown, and a slow boot's factor (fault slow-boot)."""
+        return (1.0 + self.slowdown) * self.faults.boot_factor(self.boot)
 
     @property
     def offset_noise(self) -> float:

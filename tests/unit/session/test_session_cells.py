@@ -1,24 +1,29 @@
 """The session's checked cells (session/cells.py): a first check is new, a recorded baseline gates the next one, a
-regression is re-measured on the same server and fails only if it holds, and a recording run writes the entry."""
+regression is re-measured (on the same server, or on a fresh boot: session/confirmation.py) and fails only if it
+holds, and a recording run writes the entry."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import cast
 
-from report_records import PARAMS, samples, variant_run
+from report_records import PARAMS, booted, samples, variant_run
 
 from pytest_sglang_perf.config.conditions import ConditionLimits
+from pytest_sglang_perf.config.request import CONFIRM_AUTO, CONFIRM_REBOOT, CONFIRM_SAME_SERVER
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import Settings
-from pytest_sglang_perf.gate.compare import Verdict
+from pytest_sglang_perf.gate.compare import FRESH_BOOT, SAME_SERVER, Verdict
 from pytest_sglang_perf.gate.identity import ServerIdentity
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import metric_values
+from pytest_sglang_perf.server.launcher import ServerProcess
 from pytest_sglang_perf.session.baselines import SessionBaselines
 from pytest_sglang_perf.session.cells import SessionCells
 from pytest_sglang_perf.session.conditions import SessionConditions
+from pytest_sglang_perf.session.confirmation import AUTO_REBOOT_SECONDS, Confirmation
 from pytest_sglang_perf.session.identity import ServerPlace
 from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.variant_run import VariantRun
@@ -28,12 +33,13 @@ KEY = "simulated-1xrtx-a6000__m"
 IDENTITY = ServerIdentity(model="m", model_config=None, gpus="1x NVIDIA RTX A6000", args={})
 
 
-def result(e2e: float = 1.0) -> Result:
-    """Four identical requests of a remote server (no boot to measure): every statistic exact."""
+def result(e2e: float = 1.0, boot_seconds: float | None = None) -> Result:
+    """Four identical requests (of a remote server: no boot to measure, unless `boot_seconds`): every statistic
+    exact."""
     measured = samples(0.1, e2e)
-    values = metric_values(measured, None, None)
-    return Result("default", PARAMS, "hash", measured, {name: Summary.of(v) for name, v in values.items()}, None,
-                  True, values=values)
+    values = metric_values(measured, boot_seconds, None)
+    return Result("default", PARAMS, "hash", measured, {name: Summary.of(v) for name, v in values.items()},
+                  boot_seconds, True, values=values)
 
 
 class Server:
@@ -48,16 +54,34 @@ class Server:
         return self.results.pop(0)
 
 
-def cells(tmp_path: Path, server: Server, *, update: bool = False) -> SessionCells:
+class Reboots:
+    """A stand-in for the session's fresh boot: counts the boots, as VariantRun.boots does, and logs the order."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.log: list[str] = []
+
+    def __call__(self, run: VariantRun) -> None:
+        run.boots += 1
+        self.log.append(f"boot {run.boots} before request {len(self.server.asked) + 1}")
+
+
+def cells(tmp_path: Path, server: Server, *, update: bool = False, mode: str = CONFIRM_SAME_SERVER,
+          reboots: Reboots | None = None, boot_seconds: float = 0.5) -> SessionCells:
     settings = Settings(source="test", root=tmp_path, model="m", baseline_dir=tmp_path / "baselines")
     options = RunOptions(update_baselines=update, ignore_conditions=True)
     run = variant_run("default")
     run.place = ServerPlace(IDENTITY, KEY)
+    if reboots is not None:  # a server this run booted (a process to stop and boot again)
+        booted(run, tmp_path / "default.log", boot_seconds=boot_seconds)
+        run.process = cast(ServerProcess, object())
+        run.boots = 1
     runs: dict[str, VariantRun] = {"default": run}
     live = Live(lambda line: None, verbosity=0, heartbeat=0.0, simulated=True)
     baselines = SessionBaselines(settings, options, {"sglang": "sim"}, lambda: {})
     conditions = SessionConditions(ConditionLimits(), ignore=True, live=live, simulate=True)
-    return SessionCells(options, runs, baselines, conditions, server.measure, [])
+    confirmation = Confirmation(mode, reboots or Reboots(server))
+    return SessionCells(options, runs, baselines, conditions, server.measure, [], confirmation)
 
 
 def test_a_cell_without_a_baseline_is_new_and_kept(tmp_path: Path) -> None:
@@ -79,7 +103,7 @@ def test_a_recording_run_writes_the_entry_and_the_next_run_gates_on_it(tmp_path:
     server = Server(again)
     record = cells(tmp_path, server).check(TEST, slow)
     assert record.cell.verdict is Verdict.REGRESSED and record.confirmation is again
-    assert server.asked == [slow.again()]
+    assert server.asked == [slow.again()] and record.cell.confirmed_on == SAME_SERVER
 
 
 def test_a_regression_that_the_re_measure_does_not_repeat_is_inconclusive(tmp_path: Path) -> None:
@@ -87,3 +111,56 @@ def test_a_regression_that_the_re_measure_does_not_repeat_is_inconclusive(tmp_pa
     cells(tmp_path, Server(), update=True).check(TEST, result())
     record = cells(tmp_path, Server(result())).check(TEST, result(e2e=2.0))
     assert record.cell.verdict is Verdict.INCONCLUSIVE
+
+
+def test_a_regression_is_re_measured_on_a_fresh_boot_before_it_fails(tmp_path: Path) -> None:
+    """confirm = "reboot": the server is booted again, then the same request re-measured on it; a slow first boot
+    that the fresh one does not repeat is inconclusive, a slowdown that both boots show holds."""
+    cells(tmp_path, Server(), update=True).check(TEST, result())
+    server = Server(result())
+    reboots = Reboots(server)
+    record = cells(tmp_path, server, mode=CONFIRM_REBOOT, reboots=reboots).check(TEST, result(e2e=2.0))
+    assert reboots.log == ["boot 2 before request 1"]
+    assert record.cell.verdict is Verdict.INCONCLUSIVE and record.cell.confirmed_on == FRESH_BOOT
+
+    server = Server(result(e2e=2.0))
+    record = cells(tmp_path, server, mode=CONFIRM_REBOOT, reboots=Reboots(server)).check(TEST, result(e2e=2.0))
+    assert record.cell.verdict is Verdict.REGRESSED and record.cell.confirmed_on == FRESH_BOOT
+
+
+def test_auto_reboots_only_a_server_that_boots_quickly(tmp_path: Path) -> None:
+    cells(tmp_path, Server(), update=True).check(TEST, result())
+    for boot_seconds, fresh in ((1.0, True), (AUTO_REBOOT_SECONDS + 1, False)):
+        server = Server(result(e2e=2.0))
+        reboots = Reboots(server)
+        record = cells(tmp_path, server, mode=CONFIRM_AUTO, reboots=reboots,
+                       boot_seconds=boot_seconds).check(TEST, result(e2e=2.0))
+        assert (len(reboots.log), record.cell.confirmed_on) == ((1, FRESH_BOOT) if fresh else (0, SAME_SERVER))
+
+
+def test_a_boot_metric_is_confirmed_only_by_a_boot(tmp_path: Path) -> None:
+    """boot_seconds regressed (same requests): on the same server, its re-measure would repeat the boot's value, so
+    even confirm = "same-server" boots again for it, and the fresh boot's own value decides."""
+    cells(tmp_path, Server(), update=True).check(TEST, result(boot_seconds=10.0))
+    server = Server(result(boot_seconds=10.0))
+    reboots = Reboots(server)
+    room = cells(tmp_path, server, mode=CONFIRM_SAME_SERVER, reboots=reboots, boot_seconds=30.0)
+    record = room.check(TEST, result(boot_seconds=30.0))
+    assert reboots.log == ["boot 2 before request 1"] and record.cell.confirmed_on == FRESH_BOOT
+    assert record.cell.verdict is Verdict.INCONCLUSIVE  # the fresh boot took 10 s: a slow boot, not a change
+
+
+def test_a_boot_regression_that_held_confirms_the_next_cell_without_another_boot(tmp_path: Path) -> None:
+    """Boots that take 30 s against 10 s recorded: the first cell's fresh boot holds it; the next cell, measured on
+    that fresh boot, is confirmed by the boot before (its requests re-measured on the same server), no boot more."""
+    for test in (TEST, TEST + "_2"):
+        cells(tmp_path, Server(), update=True).check(test, result(boot_seconds=10.0))
+    server = Server(result(boot_seconds=30.0), result(boot_seconds=30.0))
+    reboots = Reboots(server)
+    room = cells(tmp_path, server, mode=CONFIRM_SAME_SERVER, reboots=reboots, boot_seconds=30.0)
+    first, second = room.check(TEST, result(boot_seconds=30.0)), room.check(TEST + "_2", result(boot_seconds=30.0))
+    assert reboots.log == ["boot 2 before request 1"]
+    assert (first.cell.verdict, first.cell.confirmed_on) == (Verdict.REGRESSED, FRESH_BOOT)
+    assert (second.cell.verdict, second.cell.confirmed_on) == (Verdict.REGRESSED, SAME_SERVER)
+    [boot_check] = [c for c in second.cell.confirmation or () if c.metric == "boot_seconds"]
+    assert boot_check.measured == 30.0 and boot_check.verdict is Verdict.REGRESSED  # the first boot's check
