@@ -19,6 +19,9 @@ class ConditionLimits:
     than this many per core, on average over the measurement."""
     max_steal: float = 0.30
     """The hypervisor took more than this share of the host's CPU time."""
+    max_stall: float = 0.20
+    """Some task waited for I/O, or for memory, during more than this share of the measurement (the kernel's
+    pressure stall information, /proc/pressure/io and /proc/pressure/memory `some`)."""
     max_client_lag: float = 0.005
     """The client's event-loop lag p99 (seconds)."""
     settle_timeout: float = 30.0
@@ -35,6 +38,7 @@ class ConditionLimits:
 
     def to_dict(self) -> dict[str, Any]:
         return {"max_others_per_core": self.max_others_per_core, "max_steal": self.max_steal,
+                "max_stall": self.max_stall,
                 "max_client_lag": self.max_client_lag, "settle_timeout": self.settle_timeout,
                 "min_sm_clock": self.min_sm_clock, "min_memory_clock": self.min_memory_clock,
                 "allow_foreign_gpu_processes": self.allow_foreign_gpu_processes,
@@ -49,6 +53,7 @@ def parse_limits(table: Mapping[str, Any], parse_percent: Callable[[object], flo
     return ConditionLimits(
         max_others_per_core=get(table, "max_others_per_core", _positive, default=defaults.max_others_per_core),
         max_steal=get(table, "max_steal", parse_percent, default=defaults.max_steal),
+        max_stall=get(table, "max_stall", parse_percent, default=defaults.max_stall),
         max_client_lag=get(table, "max_client_lag", parse_latency, default=defaults.max_client_lag),
         settle_timeout=get(table, "settle_timeout", parse_duration, default=defaults.settle_timeout),
         min_sm_clock=get(table, "min_sm_clock", _share(parse_percent), default=defaults.min_sm_clock),

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.measurement.gpu_conditions import SLOWDOWNS, GpuCondition
+from pytest_sglang_perf.measurement.gpu_watch import BUSY_CONFIRM, BUSY_READS
 from pytest_sglang_perf.measurement.host_load import HostLoad, runnable_now
 from pytest_sglang_perf.measurement.result import Result
 
@@ -46,15 +47,31 @@ def disturbance(result: Result, limits: ConditionLimits) -> str | None:
                     f"{limits.max_others_per_core:g} per core){_waits(host)}")
         if host.steal > limits.max_steal:
             return f"CPU stolen by the hypervisor: {host.steal:.0%} of the time (limit {limits.max_steal:.0%})"
+        stalled = host_stall(host, limits)
+        if stalled is not None:
+            return stalled
     if client is not None and client.lag_p99 > limits.max_client_lag and not client.untouched:  # else no timing moved
         return (f"the client fell behind: event-loop lag p99 {client.lag_p99 * 1000:.1f} ms (limit "
                 f"{limits.max_client_lag * 1000:g} ms)")
     return None
 
 
+def host_stall(host: HostLoad, limits: ConditionLimits) -> str | None:
+    """Tasks that waited for I/O or for memory during more than `max_stall` of the measurement (PSI `some`): the
+    time a task in uninterruptible sleep loses, which no count of runnable tasks shows (docs/conditions.md). The
+    CPU's stall decides nothing: the measurement's own tasks wait behind each other in it."""
+    for what, share in ((what, share) for what, share in host.stalls().items() if what != "cpu"):
+        if share > limits.max_stall:
+            return (f"host stalled: tasks waited for {what} during {share:.0%} of the measurement "
+                    f"(/proc/pressure/{what}, limit {limits.max_stall:.0%}); load {host.load1:.2f} beside "
+                    f"{host.runnable:.1f} other runnable tasks on {host.cores} cores")
+    return None
+
+
 def gpu_disturbance(gpu: GpuCondition, limits: ConditionLimits) -> str | None:
     """Why one server GPU's state makes the numbers doubtful: slowed down (heat, a power brake), clocks below the
-    limits while it worked, or another process on it."""
+    limits while it worked, another process on it, or kernels running on it before the measurement while the server
+    had no request (someone else's work, whether NVML could name the process or not)."""
     slow = [reason for reason in gpu.reasons if reason in SLOWDOWNS]
     if slow:
         return f"GPU {gpu.index} slowed down: {', '.join(slow)} ({gpu.temperature_max} °C max)"
@@ -69,7 +86,19 @@ def gpu_disturbance(gpu: GpuCondition, limits: ConditionLimits) -> str | None:
         listed = ", ".join(f"pid {p.pid}" + ("" if p.memory is None else f" ({p.memory / 2**30:.1f} GiB)")
                            for p in gpu.foreign)
         return f"another process on GPU {gpu.index}: {listed}"
+    if gpu.busy_before and not limits.allow_foreign_gpu_processes:
+        return _busy_before(gpu)
     return None
+
+
+def _busy_before(gpu: GpuCondition) -> str:
+    """A GPU that ran kernels while the server had no request, and which reading said so."""
+    head = (f"GPU {gpu.index} busy before the measurement while the server had no request: utilization "
+            f"{gpu.busy_before}% in {BUSY_READS} readings over {BUSY_CONFIRM * (BUSY_READS - 1):g} s")
+    if gpu.foreign_known:
+        return f"{head} (NVML lists no other process on it)"
+    return (f"{head}; NVML lists none of the server's processes (another pid namespace), so this utilization stands "
+            "in for another process on it")
 
 
 def _waits(host: HostLoad) -> str:

@@ -14,12 +14,14 @@ from collections.abc import Callable, Sequence
 from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.gate.conditions import runnable_over
 from pytest_sglang_perf.measurement.gpu_conditions import SLOWDOWNS, GpuReading, reason_names
-from pytest_sglang_perf.measurement.gpu_watch import ServerGpus
+from pytest_sglang_perf.measurement.gpu_watch import BUSY_CONFIRM as WATCH_CONFIRM
+from pytest_sglang_perf.measurement.gpu_watch import ServerGpus, ran_kernels, settled_readings
 from pytest_sglang_perf.measurement.host_load import runnable_now, running_threads, usable_cores
 from pytest_sglang_perf.measurement.nvml import Nvml
 
 POLL_EVERY = 1.0
-BUSY_CONFIRM = 0.5
+BUSY_CONFIRM = WATCH_CONFIRM
+"""How far apart the readings that confirm a busy GPU are (gpu_watch.BUSY_CONFIRM says why)."""
 
 
 def precheck(limits: ConditionLimits, say: Callable[[str], None], *, name: str, pids: Sequence[int],
@@ -66,21 +68,11 @@ def current_problems(limits: ConditionLimits, pids: Sequence[int], gpus: tuple[N
     if gpus is not None:
         nvml, server = gpus
         try:
-            readings = [_settled_reading(nvml, index) for index in server.indices]
+            readings = list(settled_readings(nvml, server.indices, BUSY_CONFIRM).values())
         except Exception:  # NVML refused: nothing to say here, the measurement's watch says it
             readings = []
         problems.extend(problem for reading in readings for problem in gpu_problems(reading, server, limits))
     return problems
-
-
-def _settled_reading(nvml: Nvml, index: int) -> GpuReading:
-    """The GPU's state; one that ran a kernel lately is read again BUSY_CONFIRM later, so that the tail of the
-    server's own warm-up does not read as a busy GPU."""
-    reading = nvml.read(index)
-    if reading.busy:
-        time.sleep(BUSY_CONFIRM)
-        reading = nvml.read(index)
-    return reading
 
 
 def gpu_problems(reading: GpuReading, server: ServerGpus, limits: ConditionLimits) -> list[str]:
@@ -90,7 +82,7 @@ def gpu_problems(reading: GpuReading, server: ServerGpus, limits: ConditionLimit
     if others and not limits.allow_foreign_gpu_processes:
         listed = ", ".join(f"pid {p.pid}" for p in others)
         found.append(f"GPU {reading.index} has {len(others)} other process(es) on it ({listed})")
-    if reading.utilization and reading.busy:  # unknown utilization: a CUDA context alone keeps NVML's `idle` off
+    if ran_kernels(reading) and not limits.allow_foreign_gpu_processes:  # in every reading (settled_readings)
         found.append(f"GPU {reading.index} is busy before any request (utilization {reading.utilization}%)")
     slow = [reason for reason in reason_names(reading.reasons) if reason in SLOWDOWNS]
     if slow:

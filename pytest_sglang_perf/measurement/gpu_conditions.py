@@ -4,7 +4,8 @@ that are not the server's.
 
 The reasons are NVML's "clocks event reasons" bits (nvml.h, `nvmlClocksEventReason*`, named
 `nvmlClocksThrottleReason*` before driver 535): docs/conditions.md lists them. Only busy samples count for clocks
-and reasons (a kernel ran: NVML's utilization), since an idle GPU lowers its clocks on purpose.
+and reasons (a kernel ran: NVML's utilization), since an idle GPU lowers its clocks on purpose. A GPU that ran
+kernels just before the measurement, while the server had no request, carries that utilization (`busy_before`).
 """
 
 from __future__ import annotations
@@ -95,6 +96,11 @@ class GpuCondition:
     foreign_known: bool = True
     """False when the server's own processes were not among NVML's (another pid namespace, as in a container):
     then no process can be called foreign."""
+    busy_before: int | None = None
+    """NVML's utilization (percent) of a GPU that ran kernels just before the measurement, while the server had no
+    request, in every reading of a confirmation (gpu_watch.settled_readings); None: it was idle then, or its
+    utilization is not known. Where the server's processes are not NVML's, this is the reading that says someone
+    else is on the GPU."""
 
     @property
     def sm_share(self) -> float:
@@ -111,9 +117,10 @@ class GpuCondition:
             "" if self.power_limit_w is None else f"/{self.power_limit_w:.0f}") + " W"
         reasons = f", reasons: {', '.join(self.reasons)}" if self.reasons else ""
         idle = "" if self.busy_samples else ", idle throughout"
+        before = "" if not self.busy_before else f", busy before the measurement ({self.busy_before}%)"
         return (f"GPU {self.index} ({self.name}): SM {self.sm_mhz:.0f}/{self.sm_max_mhz} MHz, memory "
                 f"{self.memory_mhz:.0f}/{self.memory_max_mhz} MHz, {self.temperature_max} °C max{power}{reasons}"
-                f"{idle}{self._others()}")
+                f"{idle}{before}{self._others()}")
 
     def _others(self) -> str:
         if not self.foreign_known:
@@ -130,6 +137,7 @@ class GpuCondition:
                 "memory_max_mhz": self.memory_max_mhz, "reasons": list(self.reasons),
                 "temperature_max": self.temperature_max, "power_w": self.power_w,
                 "power_limit_w": self.power_limit_w, "foreign_known": self.foreign_known,
+                "busy_before": self.busy_before,
                 "foreign": [{"pid": p.pid, "memory": p.memory} for p in self.foreign]}
 
     @classmethod
@@ -143,13 +151,15 @@ class GpuCondition:
                    memory_max_mhz=int(data["memory_max_mhz"]), reasons=tuple(str(r) for r in data["reasons"]),
                    temperature_max=int(data["temperature_max"]), power_w=optional("power_w"),
                    power_limit_w=optional("power_limit_w"), foreign_known=bool(data.get("foreign_known", True)),
+                   busy_before=None if data.get("busy_before") is None else int(data["busy_before"]),
                    foreign=tuple(GpuProcess(int(p["pid"]), None if p.get("memory") is None else int(p["memory"]))
                                  for p in data.get("foreign", [])))
 
 
 def condition(limits: GpuLimits, readings: Sequence[GpuReading], server_pids: Iterable[int],
-              foreign_known: bool = True) -> GpuCondition:
-    """One GPU's condition from its samples (at least one); `server_pids`: the server's process tree."""
+              foreign_known: bool = True, busy_before: int | None = None) -> GpuCondition:
+    """One GPU's condition from its samples (at least one); `server_pids`: the server's process tree;
+    `busy_before`: its confirmed utilization before the measurement, if it was busy then."""
     worked = [r for r in readings if r.busy]
     busy = worked or list(readings)
     seen: set[str] = set()
@@ -164,7 +174,8 @@ def condition(limits: GpuLimits, readings: Sequence[GpuReading], server_pids: It
         reasons=tuple(name for name in REASONS.values() if name in seen) + tuple(sorted(seen - set(REASONS.values()))),
         temperature_max=max(r.temperature for r in readings),
         power_w=sum(powers) / len(powers) if powers else None, power_limit_w=limits.power_limit_w,
-        foreign=_foreign(readings, set(server_pids)) if foreign_known else (), foreign_known=foreign_known)
+        foreign=_foreign(readings, set(server_pids)) if foreign_known else (), foreign_known=foreign_known,
+        busy_before=busy_before or None)
 
 
 def _foreign(readings: Sequence[GpuReading], server_pids: set[int]) -> tuple[GpuProcess, ...]:

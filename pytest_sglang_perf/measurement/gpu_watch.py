@@ -5,12 +5,19 @@
 Which GPUs are the server's (`server_gpus`): those NVML lists one of the server's processes on. When none does (the
 server's pids live in another pid namespace, as in a container), the GPUs it was given (its CUDA_VISIBLE_DEVICES),
 and then no process on them can be called foreign.
+
+Before the measurement's first request the server has none (the cell before it has ended, or none came yet), so a
+GPU that keeps running kernels then is someone else's work: `settled_readings` confirms it (a kernel in every
+reading over BUSY_READS readings BUSY_CONFIRM apart, so that the tail of the server's own warm-up or last cell does
+not count) and the watch keeps its utilization as `busy_before`. Where NVML does not list the server's processes,
+this is the only reading that sees another user of the GPU.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Sequence
+import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from types import TracebackType
 
@@ -18,6 +25,12 @@ from pytest_sglang_perf.measurement.gpu_conditions import GpuCondition, GpuReadi
 from pytest_sglang_perf.measurement.nvml import Nvml
 
 SAMPLE_EVERY = 0.1
+BUSY_CONFIRM = 0.6
+BUSY_READS = 3
+"""NVML's utilization is the share of its last sample period in which a kernel ran, a period of 1/6 s to 1 s by
+product (nvml.h, nvmlDeviceGetUtilizationRates); on an H200 it fell from 100% to 0 within 0.35 s of the last kernel.
+Three readings 0.6 s apart span 1.2 s, longer than any period: a GPU busy in all of them ran kernels after the
+server's own last one had long left the reading."""
 
 
 @dataclass(frozen=True)
@@ -43,16 +56,40 @@ def server_gpus(nvml: Nvml, server_pids: Sequence[int], measuring_pid: int, visi
     return None
 
 
+def ran_kernels(reading: GpuReading) -> bool:
+    """A kernel ran in NVML's last sample period, by its utilization (unknown utilization: not judged, since a CUDA
+    context alone keeps NVML's `idle` reason off)."""
+    return bool(reading.utilization)
+
+
+def settled_readings(nvml: Nvml, indices: Iterable[int], every: float = BUSY_CONFIRM,
+                     reads: int = BUSY_READS) -> dict[int, GpuReading]:
+    """Each GPU's state while the server has no request: a GPU that ran kernels is read again `every` seconds later,
+    up to `reads` readings in all, and keeps its last reading; it counts as busy (`ran_kernels`) only when every
+    reading found it so. An idle GPU costs one reading."""
+    found = {index: nvml.read(index) for index in indices}
+    for _ in range(reads - 1):
+        busy = [index for index, reading in found.items() if ran_kernels(reading)]
+        if not busy:
+            break
+        time.sleep(every)
+        found.update({index: nvml.read(index) for index in busy})
+    return found
+
+
 class GpuWatch:
     """`failed` hears why the GPUs could not be read (NVML broke off mid-measurement): then `conditions` stays None,
     and the measurement itself goes on."""
 
     def __init__(self, nvml: Nvml, gpus: ServerGpus, every: float = SAMPLE_EVERY,
-                 failed: Callable[[str], None] = lambda why: None) -> None:
+                 failed: Callable[[str], None] = lambda why: None, confirm_every: float = BUSY_CONFIRM) -> None:
         self._nvml = nvml
         self._gpus = gpus
         self._every = every
         self._failed = failed
+        self._confirm_every = confirm_every
+        self._before: dict[int, int] = {}
+        """Each GPU busy before the measurement, confirmed: its utilization."""
         self._error: str | None = None
         self._readings: dict[int, list[GpuReading]] = {index: [] for index in gpus.indices}
         self._stop = threading.Event()
@@ -60,6 +97,13 @@ class GpuWatch:
         self.conditions: tuple[GpuCondition, ...] | None = None
 
     def __enter__(self) -> GpuWatch:
+        try:
+            before = settled_readings(self._nvml, self._gpus.indices, self._confirm_every)
+        except Exception as exc:  # said once, at the end
+            self._error = f"{type(exc).__name__}: {exc}"
+        else:
+            self._before = {index: reading.utilization or 0 for index, reading in before.items()
+                            if ran_kernels(reading)}
         self._thread = threading.Thread(target=self._sample, name="sglang-perf-gpu", daemon=True)
         self._thread.start()
         return self
@@ -72,7 +116,7 @@ class GpuWatch:
         self._read_all()  # the end of the measurement, even a short one, is seen
         try:
             conditions = tuple(condition(self._nvml.limits(index), readings, self._gpus.own_pids,
-                                         self._gpus.foreign_known)
+                                         self._gpus.foreign_known, self._before.get(index))
                                for index, readings in self._readings.items())
         except Exception as exc:  # whatever NVML raised, the measurement stands without it
             self._error = self._error or f"{type(exc).__name__}: {exc}"

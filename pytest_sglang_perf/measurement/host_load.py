@@ -19,6 +19,14 @@ measuring process's, read from `/proc/<pid>/task/*/stat`): what other tasks want
 recorded and shown but decide nothing: on a small host the server itself (a real SGLang scheduler spins on its
 core) keeps the client waiting, in the baseline's run as in this one.
 `load1`, the one-minute load average at the end, is kept for the reader who knows that number.
+
+`runnable` counts tasks at instants, and only those on a run queue: a task in uninterruptible sleep (waiting on a
+disk, or on memory being reclaimed or swapped in) is not in it, though the load average counts it (its `nr_running +
+nr_uninterruptible`, kernel/sched/loadavg.c), and it is where a server at half speed with few runnable tasks around
+it loses its time. So the watch also reads **stall**: the kernel's pressure stall information
+(`/proc/pressure/{cpu,io,memory}`, Documentation/accounting/psi.rst), the share of the measurement's wall time in
+which at least one task was waiting for a CPU, for I/O, or for memory (the `some` line's `total`, microseconds,
+read at the start and the end: time, not instants). Absent where the kernel keeps none (CONFIG_PSI off, or `psi=0`).
 """
 
 from __future__ import annotations
@@ -36,6 +44,8 @@ PROC = Path("/proc")
 SAMPLE_EVERY = 0.1
 """Each sample reads /proc/loadavg and the state of every thread of the measurement's processes."""
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+PRESSURES = ("cpu", "io", "memory")
+"""The resources the kernel keeps stall time of (/proc/pressure/<resource>)."""
 
 
 @dataclass(frozen=True)
@@ -54,6 +64,13 @@ class HostLoad:
     remote server)."""
     client_wait: float | None = None
     """The largest share any thread of the measuring process spent waiting for a CPU."""
+    stall_cpu: float | None = None
+    """Share of the measurement in which some task waited for a CPU (PSI `some`; the measurement's own tasks
+    included). None: no PSI."""
+    stall_io: float | None = None
+    """Share of the measurement in which some task waited for I/O (PSI `some`)."""
+    stall_memory: float | None = None
+    """Share of the measurement in which some task waited for memory (reclaim, swap-in, thrashing; PSI `some`)."""
 
     def describe(self) -> str:
         """`host: server waited for a CPU 35% of the time, client 2%; 3.4 other runnable tasks on 2 cores, 97% busy,
@@ -65,13 +82,21 @@ class HostLoad:
             waits.append(f"client {self.client_wait:.0%}" if waits else
                          f"client waited for a CPU {self.client_wait:.0%} of the time")
         head = f"{', '.join(waits)}; " if waits else ""
+        stalls = ", ".join(f"{what} {share:.0%}" for what, share in self.stalls().items())
+        stalled = f"; stalled {stalls}" if stalls else ""
         return (f"host: {head}{self.runnable:.1f} other runnable tasks on {self.cores} cores, {self.busy:.0%} busy, "
-                f"steal {self.steal:.0%}, iowait {self.iowait:.0%}, load {self.load1:.2f}")
+                f"steal {self.steal:.0%}, iowait {self.iowait:.0%}, load {self.load1:.2f}{stalled}")
+
+    def stalls(self) -> dict[str, float]:
+        """The stall shares read (PSI), by resource."""
+        found = {"cpu": self.stall_cpu, "io": self.stall_io, "memory": self.stall_memory}
+        return {what: share for what, share in found.items() if share is not None}
 
     def to_dict(self) -> dict[str, Any]:
         return {"cores": self.cores, "runnable": self.runnable, "busy": self.busy, "steal": self.steal,
                 "iowait": self.iowait, "load1": self.load1, "samples": self.samples,
-                "server_wait": self.server_wait, "client_wait": self.client_wait}
+                "server_wait": self.server_wait, "client_wait": self.client_wait, "stall_cpu": self.stall_cpu,
+                "stall_io": self.stall_io, "stall_memory": self.stall_memory}
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> HostLoad:
@@ -81,7 +106,8 @@ class HostLoad:
         return cls(cores=int(data["cores"]), runnable=float(data["runnable"]), busy=float(data["busy"]),
                    steal=float(data["steal"]), iowait=float(data["iowait"]), load1=float(data["load1"]),
                    samples=int(data["samples"]), server_wait=optional("server_wait"),
-                   client_wait=optional("client_wait"))
+                   client_wait=optional("client_wait"), stall_cpu=optional("stall_cpu"),
+                   stall_io=optional("stall_io"), stall_memory=optional("stall_memory"))
 
 
 def cpu_times(proc: Path = PROC) -> tuple[int, ...] | None:
@@ -102,6 +128,28 @@ def runnable_now(proc: Path = PROC) -> int | None:
         return int((proc / "loadavg").read_text().split()[3].split("/")[0])
     except (OSError, IndexError, ValueError):
         return None
+
+
+def stall_totals(proc: Path = PROC) -> dict[str, int]:
+    """Microseconds some task has stalled on each resource since boot: `/proc/pressure/<resource>`'s first line,
+    `some avg10=0.47 avg60=0.49 avg300=1.18 total=616571959` (Documentation/accounting/psi.rst); a resource the
+    kernel keeps no pressure of (no file, or `psi=0`: the read fails with EOPNOTSUPP) is left out."""
+    found = {}
+    for resource in PRESSURES:
+        try:
+            first = (proc / "pressure" / resource).read_text().split("\n", 1)[0].split()
+        except OSError:
+            continue
+        fields = dict(part.split("=", 1) for part in first[1:] if "=" in part)
+        if first[:1] == ["some"] and fields.get("total", "").isdigit():
+            found[resource] = int(fields["total"])
+    return found
+
+
+def stall_shares(start: Mapping[str, int], end: Mapping[str, int], wall: float) -> dict[str, float]:
+    """Each resource's stall between two stall_totals() readings, as a share of `wall` seconds (at most 1)."""
+    return {f"stall_{what}": min(1.0, max(0, end[what] - start[what]) / 1e6 / wall)
+            for what in PRESSURES if what in start and what in end and wall > 0}
 
 
 def load_average(proc: Path = PROC) -> float:
@@ -189,11 +237,13 @@ class HostWatch:
         self._runnable: list[int] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._start: tuple[float, tuple[int, ...] | None, dict[Path, int], dict[Path, int]] | None = None
+        self._start: tuple[float, tuple[int, ...] | None, dict[Path, int], dict[Path, int], dict[str, int]] | None = \
+            None
         self.load: HostLoad | None = None
 
     def __enter__(self) -> HostWatch:
-        self._start = (perf_counter(), cpu_times(self._proc), self._waits(self._servers), thread_waits(self._client))
+        self._start = (perf_counter(), cpu_times(self._proc), self._waits(self._servers), thread_waits(self._client),
+                       stall_totals(self._proc))
         self._thread = threading.Thread(target=self._sample, name="sglang-perf-host", daemon=True)
         self._thread.start()
         return self
@@ -203,14 +253,15 @@ class HostWatch:
         self._stop.set()
         assert self._thread is not None and self._start is not None
         self._thread.join()
-        began, cpu, servers, client = self._start
+        began, cpu, servers, client, stalls = self._start
         wall = perf_counter() - began
         found = host_load(cpu, cpu_times(self._proc), self._runnable, self._proc)
         if found is None or wall <= 0:
             return
         self.load = HostLoad(**{**found.to_dict(),
                                 "server_wait": _largest_share(servers, self._waits(self._servers), wall),
-                                "client_wait": _largest_share(client, thread_waits(self._client), wall)})
+                                "client_wait": _largest_share(client, thread_waits(self._client), wall),
+                                **stall_shares(stalls, stall_totals(self._proc), wall)})
 
     def _sample(self) -> None:
         while True:

@@ -130,6 +130,7 @@ def test_a_watch_counts_clocks_only_while_the_gpu_worked_and_lists_other_process
     assert gpu.samples > gpu.busy_samples > 0 and gpu.sm_mhz == 1700 and gpu.memory_mhz == 3201
     assert gpu.reasons == ("power cap",) and gpu.temperature_max == 71 and gpu.power_w == 450.0
     assert gpu.foreign == (GpuProcess(5555, 2 * GIB),)
+    assert gpu.busy_before is None  # idle before the measurement: the server's own work during it is not "before"
     assert gpu.describe() == ("GPU 0 (NVIDIA H200): SM 1700/1980 MHz, memory 3201/3201 MHz, 71 °C max, 450/700 W, "
                               "reasons: power cap; 1 other process(es) (pid 5555, 2.0 GiB)")
     assert GpuCondition.from_dict(json.loads(json.dumps(gpu.to_dict()))) == gpu
@@ -153,6 +154,12 @@ def _gpu(**changes: Any) -> GpuCondition:
     (_gpu(memory_mhz=1593), "GPU 0 memory clock low: 1593 of 3201 MHz while working (50%, limit 90%)"),
     (_gpu(sm_mhz=345, memory_mhz=405, busy_samples=0), None),  # idle throughout: its clocks say nothing
     (_gpu(foreign=(GpuProcess(5555, 2 * GIB),)), "another process on GPU 0: pid 5555 (2.0 GiB)"),
+    (_gpu(busy_before=100, foreign_known=False),
+     "GPU 0 busy before the measurement while the server had no request: utilization 100% in 3 readings over 1.2 s; "
+     "NVML lists none of the server's processes (another pid namespace), so this utilization stands in for another "
+     "process on it"),
+    (_gpu(busy_before=35), "GPU 0 busy before the measurement while the server had no request: utilization 35% in 3 "
+     "readings over 1.2 s (NVML lists no other process on it)"),
 ])
 def test_what_makes_a_gpu_disturb_a_measurement(gpu: GpuCondition, reason: str | None) -> None:
     assert gpu_disturbance(gpu, ConditionLimits()) == reason
@@ -215,7 +222,7 @@ def test_the_precheck_waits_a_bounded_time_for_the_gpu_to_clear(
 def test_nvml_breaking_off_mid_measurement_is_said_and_the_measurement_stands(gpus: Callable[..., None]) -> None:
     server = ServerGpus((0,), frozenset({4101}), True)
     heard: list[str] = []
-    with GpuWatch(nvml(), server, every=0.01, failed=heard.append) as watch:
+    with GpuWatch(nvml(), server, every=0.01, failed=heard.append, confirm_every=0.01) as watch:
         time.sleep(0.03)
         gpus(h200(lost=True))  # an error that is not "not supported": no reading of zeros, the failure said
         time.sleep(0.03)
@@ -247,3 +254,41 @@ def test_a_failing_cells_conditions_lines_name_its_gpus() -> None:
     assert " ".join(" ".join(conditions_lines(result, None)).split()) == (  # wrapped at 120
         "conditions: GPU 0 (NVIDIA H200): SM 1980/1980 MHz, memory 3201/3201 MHz, 60 °C max, 400/700 W; 1 other "
         "process(es) (pid 77)")
+
+
+def test_a_gpu_busy_before_the_measurement_is_kept_only_when_every_confirming_reading_found_it_busy(
+        gpus: Callable[..., None]) -> None:
+    """The server has no request before the measurement: a GPU that runs kernels then is someone else's work, but only
+    when it keeps running them; a blip (the tail of the server's own warm-up or last cell) is not counted."""
+    server = ServerGpus((0, 1), frozenset({4101}), False)  # NVML lists none of the server's processes
+    gpus(h200(utilization=100), h200(utilization=0))
+    with GpuWatch(nvml(), server, every=0.01, confirm_every=0.02) as watch:
+        time.sleep(0.03)
+    assert watch.conditions is not None
+    saturated, idle = watch.conditions
+    assert (saturated.busy_before, idle.busy_before) == (100, None)
+    assert saturated.describe().endswith(", busy before the measurement (100%); other processes not known (the "
+                                         "server's pids are not NVML's: another pid namespace)")
+    assert GpuCondition.from_dict(json.loads(json.dumps(saturated.to_dict()))) == saturated
+
+    gpus(h200(utilization=100), h200(utilization=0))
+    blip = threading.Timer(0.05, lambda: gpus(h200(utilization=0), h200(utilization=0)))
+    blip.start()
+    with GpuWatch(nvml(), server, every=0.01, confirm_every=0.25) as watch:  # busy at the first reading only
+        gpus(h200(utilization=90), h200(utilization=90))  # then the measurement itself: the server's work
+        time.sleep(0.03)
+    blip.join()
+    assert watch.conditions is not None and [gpu.busy_before for gpu in watch.conditions] == [None, None]
+    assert all(gpu.busy_samples for gpu in watch.conditions)
+
+
+def test_a_gpu_shared_on_purpose_is_not_disturbed_by_being_busy_before(gpus: Callable[..., None],
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(precheck_module, "BUSY_CONFIRM", 0.01)
+    shared = ConditionLimits(allow_foreign_gpu_processes=True)
+    assert gpu_disturbance(_gpu(busy_before=100, foreign_known=False), shared) is None
+    gpus(h200(utilization=100))
+    server = ServerGpus((0,), frozenset({4101}), False)
+    assert current_problems(shared, [], (nvml(), server), sample=lambda: 0) == []
+    assert current_problems(ConditionLimits(), [], (nvml(), server), sample=lambda: 0) == [
+        "GPU 0 is busy before any request (utilization 100%)"]
