@@ -16,6 +16,9 @@ with `effect` 1 for A and 1 + change for B. Boots and jitters are drawn with the
 - `one boot, old rule`: one boot a variant (A, then B), significant when the interval excludes 0 (before issue 29):
   the boots' offsets and the drift between them are taken for an effect;
 - `one boot`: the same boots, judged as the section does now (beyond the tolerance only);
+- `one boot, spread`: the same, where each variant's baseline was recorded over 3 boots at another time
+  (`--sglang-update-baselines --sglang-boots 3`): the spread those boots show is in the interval
+  (statistics.with_boot_spread), which then decides alone;
 - `N boots, A B A B`: N boots a variant in turns, always A first, the test between boots paired by round: the
   drift slows B in every round alike, an offset pairing cannot cancel;
 - `N boots, A B B A`: the same with every other round reversed (A B, B A, A B, ...), as the plugin runs them
@@ -30,10 +33,10 @@ import argparse
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from pytest_sglang_perf.gate.ab import DEFAULT_CONFIDENCE, CellSamples, Judge, compare_metric
-from pytest_sglang_perf.gate.statistics import log_difference
+from pytest_sglang_perf.gate.statistics import boot_spread, log_difference
 from pytest_sglang_perf.simulator.engine.schedule import jitter_factor
 
 METRIC = "output_throughput"
@@ -44,7 +47,9 @@ BOOT_NOISES = (0.01, 0.02, 0.05)
 DRIFT = 0.005
 """Every boot 0.5% slower than the one before it (a host warming up, a neighbour's load growing)."""
 CHANGES = (0.0, 0.05, 0.10)
-MODES = ("one boot, old rule", "one boot", "5 boots, A B A B", "3 boots, A B B A", "5 boots, A B B A")
+MODES = ("one boot, old rule", "one boot", "one boot, spread", "5 boots, A B A B", "3 boots, A B B A",
+         "5 boots, A B B A")
+RECORDED_BOOTS = 3
 TRIALS = 2000
 QUICK_TRIALS = 200
 NOMINAL = 1.0 - DEFAULT_CONFIDENCE
@@ -82,6 +87,13 @@ def trial(rng: random.Random, boot_noise: float, change: float, boots: int,
     return booted("a", a), booted("b", b)
 
 
+def with_recorded_spread(rng: random.Random, boot_noise: float, cell: CellSamples) -> CellSamples:
+    """The cell with the spread of a baseline recorded over RECORDED_BOOTS boots of its own (no drift: another day)."""
+    spread = boot_spread([boot_values(rng, boot_noise, 1.0, 0) for _ in range(RECORDED_BOOTS)])
+    assert spread is not None
+    return replace(cell, recorded_spread={METRIC: spread})
+
+
 def significant(mode: str, cells: tuple[CellSamples, CellSamples], judge: Judge) -> bool:
     reference, measured = cells
     if mode == "one boot, old rule":
@@ -98,7 +110,12 @@ def rate(mode: str, boot_noise: float, change: float, trials: int, seed: int) ->
     boots = int(mode.split()[0]) if mode[0].isdigit() else 1
     judge = Judge(DEFAULT_CONFIDENCE, {})
     alternate = "B B A" in mode
-    hits = sum(significant(mode, trial(rng, boot_noise, change, boots, alternate), judge) for _ in range(trials))
+    hits = 0
+    for _ in range(trials):
+        cells = trial(rng, boot_noise, change, boots, alternate)
+        if mode.endswith("spread"):
+            cells = (with_recorded_spread(rng, boot_noise, cells[0]), with_recorded_spread(rng, boot_noise, cells[1]))
+        hits += significant(mode, cells, judge)
     return hits / trials
 
 

@@ -16,6 +16,8 @@ interval holds (docs/usage/ab.md):
 - Several boots a side, booted in turns (A B A B ..., `--sglang-boots N`): the boots are paired by round and the
   test is between them (statistics.paired_boots), so boot offsets and drift are in the interval: significant when
   it excludes 0.
+- One boot a side, both cells' baselines recorded over several boots (`--sglang-update-baselines --sglang-boots N`):
+  the boot spread those recorded is added to the interval (statistics.with_boot_spread), which then decides alone.
 - Never significant on zero spread: identical values measure no noise at all, which is not certainty.
 
 A comparison that cannot be made gets an `n/a (why)` line, never silence.
@@ -25,10 +27,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from pytest_sglang_perf.gate.statistics import LogDifference, log_difference, paired_boots
+from pytest_sglang_perf.gate.statistics import (
+    BootSpread,
+    LogDifference,
+    log_difference,
+    paired_boots,
+    with_boot_spread,
+)
 from pytest_sglang_perf.gate.terminal import SIMULATED
 from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
@@ -68,6 +76,9 @@ class CellSamples:
     request caps differ)."""
     more_boots: tuple[Mapping[str, tuple[float, ...]], ...] = ()
     """The values of the cell's further boots, in boot order (`--sglang-boots N` in a gate run: rounds 2..N)."""
+    recorded_spread: Mapping[str, BootSpread] = field(default_factory=dict)
+    """Per metric, the boot spread of the cell's baseline when it was recorded over several boots: a comparison
+    within one boot each adds it to the interval instead of allowing the tolerance."""
 
     @property
     def boots(self) -> int:
@@ -157,9 +168,15 @@ def ab_lines(cells: Sequence[CellSamples], reference: str = DEFAULT_REFERENCE,
     return [*lines, _footnote(cells)]
 
 
+AB_SPREAD_FOOTNOTE = ("; where both variants' baselines were recorded over several boots, the boot-to-boot spread "
+                      "they recorded is in the interval instead")
+
+
 def _footnote(cells: Sequence[CellSamples]) -> str:
     boots = min((cell.boots for cell in cells), default=1)
-    return AB_BOOTS_FOOTNOTE.format(boots=boots) if boots > 1 else AB_FOOTNOTE
+    if boots > 1:
+        return AB_BOOTS_FOOTNOTE.format(boots=boots)
+    return AB_FOOTNOTE + (AB_SPREAD_FOOTNOTE if any(cell.recorded_spread for cell in cells) else "")
 
 
 def missing_reference(cells: Sequence[CellSamples], reference: str) -> str | None:
@@ -259,6 +276,8 @@ def compare_metric(name: str, reference: CellSamples, measured: CellSamples, jud
     """`measured` against `reference` on one metric both have: between boots when both sides have several (paired by
     round), else within one boot each against the metric's allowance; why no test is possible, as a string."""
     between = reference.boots > 1 and measured.boots > 1
+    spreads = [spread for cell in (reference, measured) if (spread := cell.recorded_spread.get(name)) is not None]
+    recorded = not between and len(spreads) == 2
     if between:
         result = paired_boots(reference.boot_values(name), measured.boot_values(name))
         why = "needs >= 2 boots a side with positive values"
@@ -266,10 +285,12 @@ def compare_metric(name: str, reference: CellSamples, measured: CellSamples, jud
         ref, new = reference.values.get(name, ()), measured.values.get(name, ())
         result = log_difference([list(ref)], list(new))
         why = _no_test_reason(ref, new)
+        result = with_boot_spread(result, spreads) if result is not None and recorded else result
     if result is None:
         return why
     interval = result.interval(judge.confidence)
-    return Compared(result, interval, _decision(name, result, interval, 0.0 if between else judge.allowance(name)))
+    allowance = 0.0 if between or recorded else judge.allowance(name)
+    return Compared(result, interval, _decision(name, result, interval, allowance))
 
 
 def _no_test_reason(reference: Sequence[float], measured: Sequence[float]) -> str:
@@ -347,12 +368,15 @@ def _check_confidence(confidence: float) -> None:
 
 def session_lines(results: Mapping[tuple[str, str], Result], variants: Sequence[str],
                   confidence: float = DEFAULT_CONFIDENCE, tolerances: Mapping[str, float] | None = None,
-                  more_boots: Mapping[tuple[str, str], Sequence[Result]] | None = None) -> list[str]:
+                  more_boots: Mapping[tuple[str, str], Sequence[Result]] | None = None,
+                  spreads: Mapping[tuple[str, str], Mapping[str, BootSpread]] | None = None) -> list[str]:
     """The session's A/B section: every measured variant against `default` (else the first variant measured, in
-    matrix order); no lines when fewer than two variants were measured. `more_boots`: each cell's re-measures on
-    further boots (`--sglang-boots N` in a gate run), by (test id, variant)."""
-    more = more_boots or {}
-    cells = [CellSamples.from_result(test_id, result, more.get((test_id, variant), ()))
+    matrix order); no lines when fewer than two variants were measured. By (test id, variant): `more_boots`, each
+    cell's re-measures on further boots (`--sglang-boots N` in a gate run); `spreads`, the boot spread of its
+    baseline recorded over several boots."""
+    more, spread = more_boots or {}, spreads or {}
+    cells = [replace(CellSamples.from_result(test_id, result, more.get((test_id, variant), ())),
+                     recorded_spread=spread.get((test_id, variant), {}))
              for (test_id, variant), result in results.items()]
     return section_lines(cells, variants, confidence, tolerances)
 

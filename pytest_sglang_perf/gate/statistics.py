@@ -25,6 +25,10 @@ log means is the log of a ratio of geometric means, and `change` = expm1(diff) i
   (A B A B ...): round k's difference d_k = mean(log B_k) - mean(log A_k) holds both boots' offsets and the slow
   drift of the host between rounds only as far as it differs within a round; diff = mean(d_k), se = sd(d_k) /
   sqrt(K), df = K - 1. Needs >= 2 rounds; every boot offset is in the spread, none is taken for an effect.
+- One boot a side with the boot spread a baseline recorded (`boot_spread`, `with_boot_spread`: the A/B within one
+  boot each, where both variants' baselines were recorded over several boots): each side's boot-to-boot variance of
+  the log values beyond what request noise explains, max(s_B^2 - s_w^2 / n_bar, 0) with B - 1 df, is added to the
+  Welch se^2 (each side's one boot has an offset of its own); df by Satterthwaite over the three terms.
 - Satterthwaite's df is an approximation: p-values and intervals are close to nominal, not exact.
 - se == 0 (identical values): a difference is certain, p is 0 or 1, the interval is the point.
 """
@@ -50,7 +54,8 @@ class LogDifference:
     method: str
     """"welch": one reference boot, request samples on both sides (Welch's t on log values);
     "boots": several reference boots, so the boot-to-boot spread is part of the error;
-    "paired-boots": both sides booted in turns, the error from the rounds' differences (`paired_boots`)."""
+    "paired-boots": both sides booted in turns, the error from the rounds' differences (`paired_boots`);
+    "welch+boot-spread": one boot a side, with each side's recorded boot spread (`with_boot_spread`)."""
     n_reference: int
     """Reference samples (all boots)."""
     n_measured: int
@@ -107,6 +112,35 @@ def log_difference(reference: Sequence[Sequence[float]], measured: Sequence[floa
     if len(valid) == 1:
         return _welch(valid[0], logs, n_reference)
     return _boots(valid, logs, n_reference)
+
+
+@dataclass(frozen=True)
+class BootSpread:
+    """A metric's boot-to-boot variance of log values beyond what request noise explains, from samples recorded over
+    several boots (the module docstring's rule), and its df (boots - 1)."""
+
+    variance: float
+    df: int
+
+
+def boot_spread(groups: Sequence[Sequence[float]]) -> BootSpread | None:
+    """The boot spread of one group of samples per boot; None for fewer than 2 boots or a value without a log."""
+    logs = [_logs(group) for group in groups]
+    valid = [group for group in logs if group is not None]
+    if len(valid) < 2 or len(valid) < len(logs):
+        return None
+    var_means = _mean_var([_mean_var(group)[0] for group in valid])[1]
+    within, _ = _pooled_variance(valid)
+    n_bar = len(valid) / math.fsum(1.0 / len(group) for group in valid)
+    return BootSpread(max(var_means - within / n_bar, 0.0), len(valid) - 1)
+
+
+def with_boot_spread(result: LogDifference, spreads: Sequence[BootSpread]) -> LogDifference:
+    """A one-boot-a-side difference with each side's recorded boot spread in its error (the module docstring)."""
+    terms = [(result.se ** 2, result.df), *((spread.variance, float(spread.df)) for spread in spreads)]
+    variance = math.fsum(value for value, _ in terms)
+    return LogDifference(result.diff, math.sqrt(variance), _satterthwaite(terms, result.df), "welch+boot-spread",
+                         result.n_reference, result.n_measured)
 
 
 def paired_boots(reference: Sequence[Sequence[float]], measured: Sequence[Sequence[float]]) -> LogDifference | None:

@@ -35,7 +35,7 @@ def summary_sections(run: RunRecord) -> list[tuple[str, list[str]]]:
         brief = run.verbosity == 0
         servers = server_summary(run.runs, run.simulated, brief=brief)
         results = run.results
-        ab = session_lines(results, list(run.variants), run.confidence, run.tolerances, run.more_boots)
+        ab = session_lines(results, list(run.variants), run.confidence, run.tolerances, run.more_boots, run.spreads)
         ab = significant_only(ab) if brief else ab
         roofline = roofline_lines([(test_id, result) for (test_id, _), result in results.items()],
                                   simulated=run.simulated, probe=probe_text(run.probe), verbose=not brief)

@@ -21,8 +21,10 @@ from pytest_sglang_perf.gate.judge import CellPlace, Judge
 from pytest_sglang_perf.gate.ledger import Ledger
 from pytest_sglang_perf.gate.recording import RecordedRun, Recorder, build_entry, recorded_source
 from pytest_sglang_perf.gate.results_file import CellRecord
+from pytest_sglang_perf.gate.statistics import BootSpread, boot_spread
 from pytest_sglang_perf.measurement.metrics import EFFICIENCY
 from pytest_sglang_perf.measurement.result import Result
+from pytest_sglang_perf.measurement.values import BOOT_METRICS
 from pytest_sglang_perf.outputs.machine import Commit, git_commit
 
 REPLACED = "a later check of the same test and variant in this run replaced it; its entry is offered there"
@@ -123,3 +125,19 @@ class SessionBaselines:
     def files(self, variant: str) -> list[Path]:
         """Write the variant's recorded cells (every boot measured); the files written."""
         return self.recorder.write(variant)
+
+    def recorded_spreads(self, records: Sequence[CellRecord]) -> dict[tuple[str, str], dict[str, BootSpread]]:
+        """By (test id, variant): each request metric's boot spread in the cell's comparable baseline, where it was
+        recorded over several boots (the A/B within one boot each puts it in the interval: gate/ab.py)."""
+        spreads: dict[tuple[str, str], dict[str, BootSpread]] = {}
+        for record in records:
+            if record.place is None or record.result is None:
+                continue
+            entry = self.judge.comparable(record.cell.test_id, record.cell.variant, record.place).entry
+            if entry is None or len(entry.boot_records()) < 2:
+                continue
+            found = {name: spread for name, groups in entry.boot_values(record.result.params.slo).items()
+                     if name not in BOOT_METRICS and (spread := boot_spread(groups)) is not None}
+            if found:
+                spreads[(record.cell.test_id, record.cell.variant)] = found
+        return spreads

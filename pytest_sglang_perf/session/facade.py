@@ -32,6 +32,7 @@ from pytest_sglang_perf.session import INSTALL
 if TYPE_CHECKING:
     from pytest_sglang_perf.gate.environment import Environment
     from pytest_sglang_perf.gate.results_file import CellRecord
+    from pytest_sglang_perf.gate.statistics import BootSpread
     from pytest_sglang_perf.measurement.result import BootFacts, RequestParams, Result
     from pytest_sglang_perf.session.baselines import SessionBaselines
     from pytest_sglang_perf.session.boots import SessionBoots
@@ -328,7 +329,14 @@ class PerfSession:
                          simulated=self.options.simulate, verbosity=self.options.verbosity,
                          results_path=self.options.results_path, confidence=self.settings.gate.confidence,
                          logs_path=self.logs.path, baseline_lines=tuple(self.baselines.ledger.lines(self._collected())),
-                         probe=self.roofline.probe, tolerances=self.settings.tolerances, more_boots=self.more_boots)
+                         probe=self.roofline.probe, tolerances=self.settings.tolerances, more_boots=self.more_boots,
+                         spreads=self._spreads())
+
+    def _spreads(self) -> dict[tuple[str, str], dict[str, BootSpread]]:
+        """The recorded boot spreads the A/B section uses: only where it compares variants."""
+        if len({record.cell.variant for record in self.records}) < 2:
+            return {}
+        return self.baselines.recorded_spreads(self.records)
 
     def document_record(self) -> DocumentRecord:
         """The run's record for the results document: the summary's, with what each cell offers the baselines."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_sglang_perf.gate.results_file import CellRecord
+from pytest_sglang_perf.gate.statistics import BootSpread
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.outputs.machine import Commit
 from pytest_sglang_perf.session.variant_run import VariantRun
@@ -42,6 +43,9 @@ class RunRecord:
     """Each metric's configured tolerance ([tool.sglang_perf.tolerance]): an A/B's allowance within one boot."""
     more_boots: Mapping[tuple[str, str], tuple[Result, ...]] = field(default_factory=dict)
     """Each cell's re-measures on further boots, by (test id, variant): the A/B between boots (ab_rounds.py)."""
+    spreads: Mapping[tuple[str, str], Mapping[str, BootSpread]] = field(default_factory=dict)
+    """Each cell's recorded boot spread per metric, where its baseline has several boots: the A/B within one boot
+    each (session/baselines.py recorded_spreads)."""
 
     @property
     def results(self) -> dict[tuple[str, str], Result]:

@@ -68,3 +68,22 @@ def test_one_boot_a_variant_calls_no_offset_within_the_tolerance_significant(pyt
     assert any(decision.startswith("not significant (one boot each: within the") for decision in decisions.values())
     assert any(line.startswith("note: one server boot a variant: these intervals hold the requests' spread")
                for line in result.outlines)
+
+
+@pytest.mark.slow  # a recording over 3 boots a variant, then a gate run: ~15 s
+def test_one_boot_a_variant_uses_the_boot_spread_the_baselines_recorded(pytester: pytest.Pytester) -> None:
+    """Baselines recorded over 3 boots a variant (`--sglang-update-baselines --sglang-boots 3`): a gate run of one
+    boot each puts the spread those boots showed in the A/B interval instead of the tolerance, and says so; with 4%
+    boot noise, two identical variants are still not significant."""
+    write_project(pytester, {"default": [], "sbo": ["--enable-single-batch-overlap"]}, extra=LOOSE, sim=NOISY,
+                  request="max_tokens = 64\nrepeats = 4\nwarmup = 1\n")
+    pytester.makepyfile(test_ab_project=TEST)
+    pytester.runpytest("--sglang-simulate", "--sglang-update-baselines", "--sglang-boots", "3",
+                       "-p", "no:randomly").assert_outcomes(passed=2)
+    result = pytester.runpytest("--sglang-simulate", "-v", "-p", "no:randomly")
+    result.assert_outcomes(passed=2)
+    decisions = ab_decisions(result.outlines)
+    assert decisions and not any(decision.startswith("significant") for decision in decisions.values())
+    assert not any("(one boot each: within the" in decision for decision in decisions.values())  # not the tolerance
+    text = " ".join(line.strip() for line in result.outlines)  # the footnote may be wrapped
+    assert "the boot-to-boot spread they recorded is in the interval instead" in text

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 import math
 import re
+from dataclasses import replace
 
 import pytest
 
-from pytest_sglang_perf.gate.ab import AB_FOOTNOTE, BEFORE_AFTER_FOOTNOTE, CellSamples, ab_lines, before_after_lines
+from pytest_sglang_perf.gate.ab import (
+    AB_FOOTNOTE,
+    AB_SPREAD_FOOTNOTE,
+    BEFORE_AFTER_FOOTNOTE,
+    CellSamples,
+    ab_lines,
+    before_after_lines,
+)
+from pytest_sglang_perf.gate.statistics import boot_spread
 from pytest_sglang_perf.measurement.samples import Sample
 
 TEST = "tests/perf/test_prompts.py::test_red_black_tree"
@@ -81,6 +90,29 @@ def test_an_interval_that_reaches_into_the_allowance_is_not_significant() -> Non
     match = parsed(ab_lines(cells)[2])
     assert 0 < float(match["low"]) < 5 < float(match["change"])
     assert match["decision"].startswith("not significant (one boot each")
+
+
+def test_within_one_boot_a_recorded_boot_spread_replaces_the_tolerance() -> None:
+    """Both variants' baselines recorded over 3 boots (`--sglang-boots 3`): the spread those boots show is in the
+    interval. Boots that varied by ~5% make a +7% one-boot difference noise (the tolerance rule called the same
+    difference significant); boots that varied by ~0.1% make a +3% difference, inside the tolerance, an effect."""
+    wide = boot_spread([noisy(10.0 * o, TIGHT) for o in (1.0, 1.05, 0.95)])
+    narrow = boot_spread([noisy(10.0 * o, TIGHT) for o in (1.0, 1.001, 0.999)])
+    assert wide is not None and narrow is not None and wide.df == narrow.df == 2
+    big = [CellSamples(TEST, "default", False, {"output_throughput": noisy(10.0, TIGHT)}),
+           CellSamples(TEST, "sbo", False, {"output_throughput": noisy(10.7, TIGHT)})]
+    assert parsed(ab_lines(big)[2])["decision"] == "significant: better"
+    spread = [replace(c, recorded_spread={"output_throughput": wide}) for c in big]
+    lines = ab_lines(spread)
+    assert parsed(lines[2])["decision"] == "not significant"
+    assert lines[-1] == AB_FOOTNOTE + AB_SPREAD_FOOTNOTE
+    small = [CellSamples(TEST, "default", False, {"output_throughput": noisy(10.0, TIGHT)},
+                         recorded_spread={"output_throughput": narrow}),
+             CellSamples(TEST, "sbo", False, {"output_throughput": noisy(10.3, TIGHT)},
+                         recorded_spread={"output_throughput": narrow})]
+    assert parsed(ab_lines(small)[2])["decision"] == "significant: better"
+    one_side = [small[0], replace(small[1], recorded_spread={})]  # a spread on one side only: the tolerance rule
+    assert parsed(ab_lines(one_side)[2])["decision"].startswith("not significant (one boot each")
 
 
 def booted(variant: str, *boots: tuple[float, ...]) -> CellSamples:

@@ -12,7 +12,7 @@ import statistics
 
 import pytest
 
-from pytest_sglang_perf.gate.statistics import LogDifference, log_difference
+from pytest_sglang_perf.gate.statistics import LogDifference, boot_spread, log_difference, with_boot_spread
 from pytest_sglang_perf.gate.student_t import t_cdf, t_quantile
 
 # --- Student's t -----------------------------------------------------------------------------------------
@@ -388,3 +388,25 @@ def test_interval_is_the_point_at_zero_confidence_and_refuses_one() -> None:
     for confidence in (1.0, -0.1):
         with pytest.raises(ValueError, match="confidence"):
             stats.interval(confidence)
+
+
+def test_boot_spread_is_the_boot_means_variance_beyond_request_noise() -> None:
+    """Boots of identical requests: all of the boot means' variance is the boots'; request noise that explains the
+    means' spread leaves none; fewer than 2 boots, none at all."""
+    offsets = (1.0, 1.05, 0.95)
+    exact = boot_spread([[10.0 * o] * 4 for o in offsets])
+    assert exact is not None and exact.df == 2
+    assert exact.variance == pytest.approx(statistics.variance([math.log(10.0 * o) for o in offsets]))
+    noise_only = boot_spread([[9.0, 11.0, 10.0], [11.0, 9.0, 10.0], [10.0, 10.0, 10.0]])
+    assert noise_only is not None and noise_only.variance == 0.0
+    assert boot_spread([[10.0, 11.0]]) is None and boot_spread([[10.0], [0.0]]) is None
+
+
+def test_with_boot_spread_adds_each_sides_variance_to_the_error() -> None:
+    first = log_difference([[10.0, 10.1, 9.9, 10.0]], [10.5, 10.6, 10.4, 10.5])
+    spread = boot_spread([[10.0 * o] * 4 for o in (1.0, 1.05, 0.95)])
+    assert first is not None and spread is not None
+    wider = with_boot_spread(first, [spread, spread])
+    assert wider.diff == first.diff and wider.method == "welch+boot-spread"
+    assert wider.se == pytest.approx(math.sqrt(first.se ** 2 + 2 * spread.variance))
+    assert 2 <= wider.df < first.df  # the two recorded spreads' few boots bound the df
