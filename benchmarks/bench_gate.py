@@ -13,7 +13,9 @@ with the simulator's noise model (`simulator/engine/schedule.py` `jitter_factor`
 
 with one boot offset per server boot (the baseline's boots and the gated run's boot each draw their own) and one
 jitter per request, both at the row's noise level. Every row has its own seed, so the numbers do not depend on
---jobs. Requests are counted without the warmup request each measurement sends (the confirmation's too).
+--jobs. Requests are counted without the warmup request each measurement sends (the confirmation's too). The last
+table (benchmarks/bench_confirm.py) draws the boot offset apart from the request jitter and re-measures a regression
+on the same boot or on a fresh one: `[gate] confirm`'s two modes.
 """
 
 from __future__ import annotations
@@ -23,9 +25,11 @@ import math
 import os
 import random
 import statistics
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from pathlib import Path
 from time import perf_counter
 
 from pytest_sglang_perf.config.request import AUTO_FIRST_ROUND, RequestDefaults
@@ -34,6 +38,7 @@ from pytest_sglang_perf.gate.judge import confirmed, settled
 from pytest_sglang_perf.measurement.metrics import metric
 from pytest_sglang_perf.simulator.engine.schedule import jitter_factor
 
+HERE = Path(__file__).resolve().parent
 METRIC = "output_throughput"
 TOLERANCE = metric(METRIC).default_tolerance
 POLICY = GatePolicy()
@@ -411,6 +416,17 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return args
 
 
+def confirm_rows(trials: int, seed: int) -> None:
+    """bench_confirm.py's rows: one boot or three for the baseline, 2% and 10% boot noise, each confirmation mode."""
+    if str(HERE) not in sys.path:  # run as a script, this folder is on the path already; loaded from a file, not
+        sys.path.insert(0, str(HERE))
+    import bench_confirm
+
+    bench_confirm.print_table([bench_confirm.row(trials, seed, boots, noise, mode)
+                               for boots in bench_confirm.BASELINE_BOOTS for noise in bench_confirm.BOOT_NOISES
+                               for mode in bench_confirm.MODES], trials)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     started = perf_counter()
     args = parse(argv)
@@ -418,6 +434,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     adaptive_trials = max(1, trials * ADAPTIVE_TRIALS // TRIALS)
     rows = run_all(tasks(trials, adaptive_trials, args.seed), args.jobs)
     print_report(rows, trials, adaptive_trials)
+    print("\nPer-boot offsets apart from the request jitter, each confirmation mode ([gate] confirm; the same "
+          "table as benchmarks/bench_confirm.py):")
+    confirm_rows(max(trials * 2, 400), args.seed)
     print(f"\n(done in {perf_counter() - started:.1f} s, {args.jobs} process(es))")
     return 0
 

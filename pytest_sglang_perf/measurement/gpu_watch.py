@@ -42,10 +42,12 @@ class ServerGpus:
     foreign_known: bool
 
 
-def server_gpus(nvml: Nvml, server_pids: Sequence[int], measuring_pid: int, visible: str | None) -> ServerGpus | None:
-    """The GPUs the server runs on; None when it runs on none that can be told (a CPU server: no process of it on
-    any GPU, and no CUDA_VISIBLE_DEVICES of numbers). The measuring process is never what makes a GPU the server's
-    (a test that uses CUDA itself), but it is not foreign on one either."""
+def server_gpus(nvml: Nvml, server_pids: Sequence[int], measuring_pid: int, visible: str | None,
+                default: Sequence[int] = ()) -> ServerGpus | None:
+    """The GPUs the server runs on: those NVML lists a process of it on; else CUDA_VISIBLE_DEVICES's numbers; else
+    `default`, the GPUs SGLang picks when nothing names them (NVML sees none of its processes: another pid
+    namespace). None when it runs on none that can be told (a CPU server). The measuring process is never what makes
+    a GPU the server's (a test that uses CUDA itself), but it is not foreign on one either."""
     own = frozenset([*server_pids, measuring_pid])
     found = tuple(index for index in range(nvml.count()) if nvml.pids(index) & set(server_pids))
     if found:
@@ -53,6 +55,8 @@ def server_gpus(nvml: Nvml, server_pids: Sequence[int], measuring_pid: int, visi
     given = [part.strip() for part in (visible or "").split(",") if part.strip()]
     if given and all(part.isdigit() for part in given):
         return ServerGpus(tuple(int(part) for part in given), own, False)
+    if visible is None and default and max(default) < nvml.count():
+        return ServerGpus(tuple(default), own, False)
     return None
 
 

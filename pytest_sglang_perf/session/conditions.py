@@ -57,7 +57,7 @@ class SessionConditions:
         assert run.server is not None
         visible = run.server.plan.env.get("CUDA_VISIBLE_DEVICES", os.environ.get("CUDA_VISIBLE_DEVICES"))
         try:
-            found = server_gpus(self._nvml, pids, os.getpid(), visible)
+            found = server_gpus(self._nvml, pids, os.getpid(), visible, () if self._simulate else run.default_gpus)
         except Exception as exc:  # NVML refused (a GPU this job may not see): the measurement goes on without
             self._say_once(f"the GPUs' conditions are not recorded: NVML failed ({type(exc).__name__}: {exc})")
             return None

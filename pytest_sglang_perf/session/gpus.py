@@ -43,6 +43,7 @@ class SessionGpus:
         from pytest_sglang_perf.server.preflight import local_gpu_count
 
         args = _without_knobs(run.plan.args)
+        run.default_gpus = () if run.plan.url is not None else default_gpus(args, self._parser())
         count = local_gpu_count(args, self._parser()) if self.pool and run.plan.url is None else None
         if self.pool and run.plan.url is None and count is None:
             self._live.detail(f"[{run.name}] no GPU claim: how many GPUs of this host the server uses is not known "
@@ -73,3 +74,23 @@ def _without_knobs(args: tuple[str, ...]) -> tuple[str, ...]:
         else:
             out.append(arg)
     return tuple(out)
+
+
+def default_gpus(args: tuple[str, ...], parser: ArgParser) -> tuple[int, ...]:
+    """The host GPUs a server with these args runs on when no CUDA_VISIBLE_DEVICES names them: SGLang's rank r uses
+    GPU `base_gpu_id + r * gpu_id_step` (managers/data_parallel_controller.py, 0.5.23); () when the count is not
+    known here (server/preflight.py local_gpu_count)."""
+    from pytest_sglang_perf.server.preflight import local_gpu_count
+    from pytest_sglang_perf.sglang_facts.requested import ParseError, parse_command_line, raising_parser
+
+    count = local_gpu_count(args, parser)
+    try:
+        namespace = parse_command_line(args, raising_parser(parser))
+    except ParseError:
+        return ()
+    base, step = getattr(namespace, "base_gpu_id", 0), getattr(namespace, "gpu_id_step", 1)
+    if getattr(namespace, "device", None) not in (None, "cuda"):  # a CPU (or other device) server uses no GPU
+        return ()
+    if not count or not isinstance(base, int) or not isinstance(step, int):
+        return ()
+    return tuple(base + rank * step for rank in range(count))

@@ -35,6 +35,9 @@ class VariantRun:
     """The variant's server as its tests see it (kept after it stops, for the reports)."""
     claim: GpuClaim | None = None
     """The GPUs claimed for the server while it runs (server/gpu_claims.py); None when nothing was claimed."""
+    default_gpus: tuple[int, ...] = ()
+    """The host GPUs SGLang picks for the server when no CUDA_VISIBLE_DEVICES names them: base GPU id plus each of
+    its tp x pp x dp ranks times the GPU id step (session/gpus.py); () when not known."""
     boots: int = 0
     """Server boots started in this session (the first is 1)."""
     boot_error: BootError | None = None

@@ -116,6 +116,17 @@ def test_in_another_pid_namespace_the_given_gpus_are_watched_and_no_process_is_c
     assert server_gpus(nvml(), [4101], 1, visible="GPU-8f2e") is None  # a UUID cannot be matched to NVML's index
 
 
+def test_with_nothing_naming_them_the_gpus_sglang_picks_are_watched(gpus: Callable[..., None]) -> None:
+    """NVML lists none of the server's processes (another pid namespace) and no CUDA_VISIBLE_DEVICES is set: the
+    GPUs SGLang picks by default (session/gpus.py default_gpus) are watched, none called foreign by pid; a default
+    beyond the GPUs NVML shows, or one under a CUDA_VISIBLE_DEVICES it cannot match, is not."""
+    gpus(h200(), h200())
+    found = server_gpus(nvml(), [4101], 1, visible=None, default=(0, 1))
+    assert found is not None and (found.indices, found.foreign_known) == ((0, 1), False)
+    assert server_gpus(nvml(), [4101], 1, visible=None, default=(1, 2)) is None
+    assert server_gpus(nvml(), [4101], 1, visible="GPU-8f2e", default=(0,)) is None
+
+
 def test_a_watch_counts_clocks_only_while_the_gpu_worked_and_lists_other_processes(
         gpus: Callable[..., None]) -> None:
     server = ServerGpus((0,), frozenset({4101}), True)

@@ -10,7 +10,7 @@ from report_records import variant_run
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.server.launcher import BootError
-from pytest_sglang_perf.session.gpus import SessionGpus
+from pytest_sglang_perf.session.gpus import SessionGpus, default_gpus
 from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
 
@@ -105,3 +105,15 @@ def test_a_server_needing_more_gpus_than_the_pool_fails_its_boot(tmp_path: Path)
     assert raised.value.name == "big" and raised.value.log_path == tmp_path / "big.log"
     assert "needs 8 GPU(s) (tp x pp x dp) but this host offers 4 (0,1,2,3)" in raised.value.reason
     assert run.claim is None
+
+
+@pytest.mark.parametrize(("args", "expected"), [
+    ((), (0,)),
+    (("--tp-size", "2"), (0, 1)),
+    (("--tp-size", "2", "--base-gpu-id", "4"), (4, 5)),
+    (("--tp-size", "2", "--base-gpu-id", "1", "--gpu-id-step", "2"), (1, 3)),
+    (("--device", "cpu"), ()),
+])
+def test_the_gpus_sglang_picks_when_nothing_names_them(args: tuple[str, ...], expected: tuple[int, ...]) -> None:
+    """Rank r on GPU base_gpu_id + r x gpu_id_step; a CPU server on none."""
+    assert default_gpus(args, flag_table_parser()) == expected
