@@ -69,9 +69,9 @@ def matmul_loop() -> Iterator[int]:
     """A second process keeping GPU 0 at full utilization (its own CUDA context)."""
     proc = subprocess.Popen([sys.executable, "-c", MATMUL], stdout=subprocess.PIPE, text=True,
                             env={**os.environ, "CUDA_VISIBLE_DEVICES": "0"})
-    assert proc.stdout is not None and proc.stdout.readline().strip() == "spinning"
-    time.sleep(2.0)
     try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "spinning"
+        time.sleep(2.0)
         yield proc.pid
     finally:
         proc.kill()

@@ -117,16 +117,24 @@ class Judge:
         return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale)
 
     def confirm(self, cell: Cell, again: Result, place: CellPlace, *, on: str = SAME_SERVER,
-                other_boot: Mapping[str, MetricCheck] | None = None) -> Cell:
+                other_boot: Mapping[str, tuple[float, ...]] | None = None) -> Cell:
         """A regressed cell re-measured `on` a fresh boot or the same server: each regression holds only if the
         re-measure regresses too; one that does not is INCONCLUSIVE. The re-measure's checks are kept for the report.
 
         A boot metric is only ever confirmed by a boot: on the same server, the re-measure's boot metrics are those
-        of `other_boot` (another boot of the variant, judged in this session) where given, else not measured."""
-        second = self.judge(cell.test_id, again, place).checks
-        if on == SAME_SERVER:
-            second = tuple(_other_boot(check, other_boot or {}) if check.metric in BOOT_METRICS else check
-                           for check in second)
+        `other_boot` measured (another boot of the variant in this session), judged against this cell's baseline,
+        where given; else not measured."""
+        if on != SAME_SERVER:
+            second = self.judge(cell.test_id, again, place).checks
+        else:
+            regressed = {check.metric for check in cell.checks if check.verdict is Verdict.REGRESSED}
+            booted = {name: values for name, values in (other_boot or {}).items()
+                      if name in BOOT_METRICS and name in regressed}
+            unbooted = {name: values for name, values in again.values.items() if name not in BOOT_METRICS}
+            second = tuple(_not_rebooted(check) if check.metric in BOOT_METRICS and check.metric not in booted
+                           else check
+                           for check in self.judge(cell.test_id, replace(again, values={**unbooted, **booted}),
+                                                   place).checks)
         return replace(cell, checks=confirmed(cell.checks, second), confirmation=second, confirmed_on=on)
 
     def decided(self, test_id: str, place: CellPlace, *, recording: bool = False) -> Callable[[Result], bool]:
@@ -188,11 +196,9 @@ def with_coverage(checks: Sequence[MetricCheck], result: Result) -> tuple[Metric
     return tuple(out)
 
 
-def _other_boot(check: MetricCheck, other_boot: Mapping[str, MetricCheck]) -> MetricCheck:
-    """A boot metric's re-measure on the same server: another boot's check, or not measured (the same boot again
-    is no second measurement)."""
-    if check.metric in other_boot:
-        return other_boot[check.metric]
+def _not_rebooted(check: MetricCheck) -> MetricCheck:
+    """A boot metric's re-measure on the same server without another boot: not measured (the same boot again is no
+    second measurement)."""
     return replace(check, measured=None, change=None, p_value=None, detectable=None, verdict=Verdict.INCONCLUSIVE,
                    note=f"{check.metric}: not re-measured (a boot metric is re-measured only by another boot)")
 

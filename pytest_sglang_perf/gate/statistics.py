@@ -26,9 +26,12 @@ log means is the log of a ratio of geometric means, and `change` = expm1(diff) i
   drift of the host between rounds only as far as it differs within a round; diff = mean(d_k), se = sd(d_k) /
   sqrt(K), df = K - 1. Needs >= 2 rounds; every boot offset is in the spread, none is taken for an effect.
 - One boot a side with the boot spread a baseline recorded (`boot_spread`, `with_boot_spread`: the A/B within one
-  boot each, where both variants' baselines were recorded over several boots): each side's boot-to-boot variance of
-  the log values beyond what request noise explains, max(s_B^2 - s_w^2 / n_bar, 0) with B - 1 df, is added to the
-  Welch se^2 (each side's one boot has an offset of its own); df by Satterthwaite over the three terms.
+  boot each, where both variants' baselines were recorded over at least MIN_SPREAD_BOOTS boots): each side's
+  variance of the recorded boot means of the log values, s_B^2 with B - 1 df, is added to the Welch se^2 (each
+  side's one boot has an offset of its own); df by Satterthwaite over the three terms. s_B^2 holds the recorded
+  requests' noise too (s_w^2 / n_bar), which the Welch term already counts: conservative on purpose, since the
+  difference beyond it is often estimated as 0 from a few boots that happened to agree, and a 0 would leave the
+  request noise alone to decide (the false positives this rule is there to prevent).
 - Satterthwaite's df is an approximation: p-values and intervals are close to nominal, not exact.
 - se == 0 (identical values): a difference is certain, p is 0 or 1, the interval is the point.
 """
@@ -116,23 +119,25 @@ def log_difference(reference: Sequence[Sequence[float]], measured: Sequence[floa
 
 @dataclass(frozen=True)
 class BootSpread:
-    """A metric's boot-to-boot variance of log values beyond what request noise explains, from samples recorded over
+    """A metric's boot-to-boot variance of log values (the variance of the boot means), from samples recorded over
     several boots (the module docstring's rule), and its df (boots - 1)."""
 
     variance: float
     df: int
 
 
+MIN_SPREAD_BOOTS = 3
+"""A recorded boot spread counts from this many boots (2 df): from 2, its one df makes it near 0 too often."""
+
+
 def boot_spread(groups: Sequence[Sequence[float]]) -> BootSpread | None:
-    """The boot spread of one group of samples per boot; None for fewer than 2 boots or a value without a log."""
+    """The boot spread of one group of samples per boot (the module docstring's rule); None for fewer than
+    MIN_SPREAD_BOOTS boots or a value without a log."""
     logs = [_logs(group) for group in groups]
     valid = [group for group in logs if group is not None]
-    if len(valid) < 2 or len(valid) < len(logs):
+    if len(valid) < MIN_SPREAD_BOOTS or len(valid) < len(logs):
         return None
-    var_means = _mean_var([_mean_var(group)[0] for group in valid])[1]
-    within, _ = _pooled_variance(valid)
-    n_bar = len(valid) / math.fsum(1.0 / len(group) for group in valid)
-    return BootSpread(max(var_means - within / n_bar, 0.0), len(valid) - 1)
+    return BootSpread(_mean_var([_mean_var(group)[0] for group in valid])[1], len(valid) - 1)
 
 
 def with_boot_spread(result: LogDifference, spreads: Sequence[BootSpread]) -> LogDifference:

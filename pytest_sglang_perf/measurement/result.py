@@ -158,6 +158,8 @@ class Result:
     gpu: tuple[GpuCondition, ...] | None = None
     """The server's GPUs meanwhile (gpu_watch.py); None when not read (no NVML, a CPU, simulated or remote
     server)."""
+    boot: int | None = None
+    """Which boot of its variant's server measured it (the session's count, 1 for the first); None outside one."""
 
     @property
     def cached_tokens(self) -> float | None:

@@ -346,7 +346,9 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
         perf.finish(rounds=False)
         workeroutput[OUTPUT_KEY] = worker_output(perf.document_record(), _nothing_measured(perf), perf.errors)
         return
-    perf.finish()
+    # no minutes of A/B boots after Ctrl-C, a SIGTERM (a cancelled CI job), -x or --maxfail
+    stopped = bool(session.shouldstop or session.shouldfail)
+    perf.finish(rounds=exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.TESTS_FAILED) and not stopped)
     _write_outputs(session.config, perf)
     if perf.errors and exitstatus == pytest.ExitCode.OK:  # a failure outside any test (a baseline boot) is not green
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -49,9 +49,11 @@ class AbRounds:
     def run(self, runs: Sequence[VariantRun], records: Sequence[CellRecord]) -> dict[Cell, tuple[Result, ...]]:
         """Rounds 2..N over the variants whose cells were measured (none when fewer than two were: there is no
         A/B); each cell's re-measures, in boot order. A variant whose boot or request fails is left out of the
-        later rounds, keeping the boots it completed (the A/B pairs the rounds both sides have)."""
+        later rounds, keeping the boots it completed (the A/B pairs the rounds both sides have). A remote server
+        (`url`) is not booted by this run, so it takes no round: its A/B stays within one boot."""
         cells = measured_cells(records)
-        taking = [run for run in runs if run.boot_error is None and any(v == run.name for _, v in cells)]
+        taking = [run for run in runs if run.boot_error is None and run.plan.url is None
+                  and any(v == run.name for _, v in cells)]
         if len(taking) < 2:
             return {}
         more: dict[Cell, list[Result]] = {cell: [] for cell in cells}

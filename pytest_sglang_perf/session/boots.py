@@ -109,8 +109,11 @@ class SessionBoots:
         hints = boot_hints(error.reason, error.log_tail, parser, parser.version)
         return error.report() + "".join(f"\nhint: {hint}" for hint in hints)
 
-    def stop(self, run: VariantRun) -> None:
+    def stop(self, run: VariantRun, *, keep_claim: bool = False) -> None:
+        """Stop the variant's server tree; `keep_claim`: keep its GPUs for the boot that follows (a reboot), so that
+        no other pytest-xdist worker takes them in between."""
         if run.process is not None:
             stop_server(run.process, self._live.detail)
             run.process = None
-        self._gpus.release(run)
+        if not keep_claim:
+            self._gpus.release(run)

@@ -73,7 +73,7 @@ class SessionCells:
         run = self._recorded_run(result.variant)
         record = baselines.records(stored)
         run_state = self._runs[result.variant]
-        self._confirmation.seen(run_state, cell.checks)
+        self._confirmation.seen(result)
         if record:
             refused = self._withheld(cell, result)
             self._conditions.check_recording(test_id, result, lambda: self.records.append(CellRecord(refused, result)))
@@ -99,20 +99,24 @@ class SessionCells:
     def _confirm(self, test_id: str, result: Result, cell: Cell, place: CellPlace,
                  run: VariantRun) -> tuple[Cell, Result]:
         """The regressed cell re-measured, on a fresh boot or the same server (session/confirmation.py), and judged
-        again: each regression holds only if the re-measure regresses too, under undisturbed conditions."""
-        fresh = self._confirmation.on_fresh_boot(run, cell)
-        other = None if fresh else self._confirmation.other_boot(run)
-        again = self._conditions.remeasure(result, lambda: self._remeasure(test_id, result, fresh=fresh), run)
-        confirmed = self._baselines.judge.confirm(cell, again, place, on=FRESH_BOOT if fresh else SAME_SERVER,
-                                                  other_boot=other)
-        if fresh:
-            self._confirmation.seen(run, confirmed.confirmation or ())
+        again: each regression holds only if the re-measure regresses too, under undisturbed conditions. When the
+        re-measure cannot be made (its boot or a request fails), the cell is kept as measured and the error raised."""
+        plan = self._confirmation.plan(run, cell, result)
+        try:
+            again = self._conditions.remeasure(result, lambda: self._remeasure(test_id, result, reboot=plan.reboot),
+                                               run)
+        except SGLangPerfError:
+            self.records.append(CellRecord(cell, result, None, place, self._recorded_run(result.variant)))
+            raise
+        self._confirmation.seen(again)
+        confirmed = self._baselines.judge.confirm(cell, again, place, on=FRESH_BOOT if plan.fresh else SAME_SERVER,
+                                                  other_boot=plan.other_boot)
         return self._conditions.judge(confirmed, again), again
 
-    def _remeasure(self, test_id: str, result: Result, *, fresh: bool) -> Result:
-        """The confirmation of a regression: the same request again, on a fresh boot of the variant or the same
-        server."""
-        if fresh:
+    def _remeasure(self, test_id: str, result: Result, *, reboot: bool) -> Result:
+        """The confirmation of a regression: the same request again, after booting the variant's server again or
+        on the server it runs."""
+        if reboot:
             self._confirmation.reboot(self._runs[result.variant])
         params = result.again()
         decided = None if params.max_repeats is None else self.decider(test_id, result.variant, params)
@@ -127,6 +131,10 @@ class SessionCells:
         """--sglang-boots N: re-measure the variant's recorded cells on N-1 fresh boots (`reboot` stops and boots
         its server), then write them; if a boot or a request fails, write none of them. The error, or None."""
         pending = self._baselines.recorder.pending(run.name)
+        if pending and run.boot_error is not None:  # a confirmation's fresh boot failed: no boot 2 to measure on
+            self._baselines.discard(run.name)
+            return (f"variant {run.name!r}: baselines NOT recorded: its server failed to boot again after boot 1 "
+                    f"({run.boot_error.reason})")
         if not pending or run.process is None:
             return None
         for boot in range(2, boots + 1):

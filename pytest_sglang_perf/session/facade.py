@@ -205,7 +205,8 @@ class PerfSession:
         self.boots.stop(run)
 
     def _reboot(self, run: VariantRun) -> None:
-        self.boots.stop(run)
+        """Stop the variant's server and boot it again on the same GPUs (the claim is kept)."""
+        self.boots.stop(run, keep_claim=True)
         self.boots.boot(run)
 
     def _confirmation_boot(self, run: VariantRun) -> None:
@@ -272,7 +273,7 @@ class PerfSession:
                              simulated=self.options.simulate, api_key=run.server.plan.api_key,
                              timeout=self.settings.request.timeout, startup=_boot_facts(run), decided=decided,
                              flush_key=run.plan.admin_api_key)
-        result = replace(result, host=watched.host, gpu=watched.gpu)
+        result = replace(result, host=watched.host, gpu=watched.gpu, boot=run.boots)
         return self.roofline.annotate(run, result)
 
     def decider(self, test_id: str, name: str, params: RequestParams) -> Callable[[Result], bool]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cached_property
 from pathlib import Path
 
@@ -42,6 +43,8 @@ class SessionGpus:
         BootError when no claim can be made."""
         from pytest_sglang_perf.server.preflight import local_gpu_count
 
+        if run.claim is not None:  # booted again (a confirmation, more boots): the same GPUs, never given up between
+            return replace(run.plan, env={**run.plan.env, "CUDA_VISIBLE_DEVICES": run.claim.visible_devices})
         args = _without_knobs(run.plan.args)
         run.default_gpus = () if run.plan.url is not None else default_gpus(args, self._parser())
         count = local_gpu_count(args, self._parser()) if self.pool and run.plan.url is None else None

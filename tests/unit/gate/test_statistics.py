@@ -390,16 +390,17 @@ def test_interval_is_the_point_at_zero_confidence_and_refuses_one() -> None:
             stats.interval(confidence)
 
 
-def test_boot_spread_is_the_boot_means_variance_beyond_request_noise() -> None:
-    """Boots of identical requests: all of the boot means' variance is the boots'; request noise that explains the
-    means' spread leaves none; fewer than 2 boots, none at all."""
+def test_boot_spread_is_the_variance_of_the_boot_means() -> None:
+    """The recorded boots' means vary by the boots' offsets (and their requests' noise: conservative); boots whose
+    means agree exactly measure none; fewer than 3 boots, or a value without a log, give none at all."""
     offsets = (1.0, 1.05, 0.95)
     exact = boot_spread([[10.0 * o] * 4 for o in offsets])
     assert exact is not None and exact.df == 2
     assert exact.variance == pytest.approx(statistics.variance([math.log(10.0 * o) for o in offsets]))
-    noise_only = boot_spread([[9.0, 11.0, 10.0], [11.0, 9.0, 10.0], [10.0, 10.0, 10.0]])
-    assert noise_only is not None and noise_only.variance == 0.0
-    assert boot_spread([[10.0, 11.0]]) is None and boot_spread([[10.0], [0.0]]) is None
+    agreeing = boot_spread([[9.0, 11.0, 10.0], [11.0, 9.0, 10.0], [10.0, 9.0, 11.0]])
+    assert agreeing is not None and agreeing.variance == pytest.approx(0.0, abs=1e-30)
+    assert boot_spread([[10.0, 11.0], [10.5, 10.6]]) is None  # two boots: one df
+    assert boot_spread([[10.0], [11.0], [0.0]]) is None
 
 
 def test_with_boot_spread_adds_each_sides_variance_to_the_error() -> None:

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import cast
 
+import pytest
 from report_records import PARAMS, booted, samples, variant_run
 
 from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.config.request import CONFIRM_AUTO, CONFIRM_REBOOT, CONFIRM_SAME_SERVER
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.config.settings import Settings
+from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.compare import FRESH_BOOT, SAME_SERVER, Verdict
 from pytest_sglang_perf.gate.identity import ServerIdentity
 from pytest_sglang_perf.measurement.result import RequestParams, Result
@@ -33,13 +35,13 @@ KEY = "simulated-1xrtx-a6000__m"
 IDENTITY = ServerIdentity(model="m", model_config=None, gpus="1x NVIDIA RTX A6000", args={})
 
 
-def result(e2e: float = 1.0, boot_seconds: float | None = None) -> Result:
-    """Four identical requests (of a remote server: no boot to measure, unless `boot_seconds`): every statistic
-    exact."""
+def result(e2e: float = 1.0, boot_seconds: float | None = None, boot: int | None = None) -> Result:
+    """Four identical requests (of a remote server: no boot to measure, unless `boot_seconds`, measured on the
+    variant's `boot`-th boot): every statistic exact."""
     measured = samples(0.1, e2e)
     values = metric_values(measured, boot_seconds, None)
     return Result("default", PARAMS, "hash", measured, {name: Summary.of(v) for name, v in values.items()},
-                  boot_seconds, True, values=values)
+                  boot_seconds, True, values=values, boot=boot)
 
 
 class Server:
@@ -67,7 +69,7 @@ class Reboots:
 
 
 def cells(tmp_path: Path, server: Server, *, update: bool = False, mode: str = CONFIRM_SAME_SERVER,
-          reboots: Reboots | None = None, boot_seconds: float = 0.5) -> SessionCells:
+          reboots: Callable[[VariantRun], None] | None = None, boot_seconds: float = 0.5) -> SessionCells:
     settings = Settings(source="test", root=tmp_path, model="m", baseline_dir=tmp_path / "baselines")
     options = RunOptions(update_baselines=update, ignore_conditions=True)
     run = variant_run("default")
@@ -142,25 +144,55 @@ def test_a_boot_metric_is_confirmed_only_by_a_boot(tmp_path: Path) -> None:
     """boot_seconds regressed (same requests): on the same server, its re-measure would repeat the boot's value, so
     even confirm = "same-server" boots again for it, and the fresh boot's own value decides."""
     cells(tmp_path, Server(), update=True).check(TEST, result(boot_seconds=10.0))
-    server = Server(result(boot_seconds=10.0))
+    server = Server(result(boot_seconds=10.0, boot=2))
     reboots = Reboots(server)
     room = cells(tmp_path, server, mode=CONFIRM_SAME_SERVER, reboots=reboots, boot_seconds=30.0)
-    record = room.check(TEST, result(boot_seconds=30.0))
+    record = room.check(TEST, result(boot_seconds=30.0, boot=1))
     assert reboots.log == ["boot 2 before request 1"] and record.cell.confirmed_on == FRESH_BOOT
     assert record.cell.verdict is Verdict.INCONCLUSIVE  # the fresh boot took 10 s: a slow boot, not a change
 
 
-def test_a_boot_regression_that_held_confirms_the_next_cell_without_another_boot(tmp_path: Path) -> None:
-    """Boots that take 30 s against 10 s recorded: the first cell's fresh boot holds it; the next cell, measured on
-    that fresh boot, is confirmed by the boot before (its requests re-measured on the same server), no boot more."""
+def test_a_boot_regression_that_held_confirms_the_next_cell_by_the_boot_before(tmp_path: Path) -> None:
+    """Boots that take 30 s against 10 s recorded: the first cell's fresh boot (2) holds it; the next cell, measured
+    on boot 2, is confirmed by boot 1 (its requests re-measured on the same server), no boot more."""
     for test in (TEST, TEST + "_2"):
         cells(tmp_path, Server(), update=True).check(test, result(boot_seconds=10.0))
-    server = Server(result(boot_seconds=30.0), result(boot_seconds=30.0))
+    server = Server(result(boot_seconds=30.0, boot=2), result(boot_seconds=30.0, boot=2))
     reboots = Reboots(server)
     room = cells(tmp_path, server, mode=CONFIRM_SAME_SERVER, reboots=reboots, boot_seconds=30.0)
-    first, second = room.check(TEST, result(boot_seconds=30.0)), room.check(TEST + "_2", result(boot_seconds=30.0))
+    first = room.check(TEST, result(boot_seconds=30.0, boot=1))
+    second = room.check(TEST + "_2", result(boot_seconds=30.0, boot=2))
     assert reboots.log == ["boot 2 before request 1"]
     assert (first.cell.verdict, first.cell.confirmed_on) == (Verdict.REGRESSED, FRESH_BOOT)
     assert (second.cell.verdict, second.cell.confirmed_on) == (Verdict.REGRESSED, SAME_SERVER)
     [boot_check] = [c for c in second.cell.confirmation or () if c.metric == "boot_seconds"]
-    assert boot_check.measured == 30.0 and boot_check.verdict is Verdict.REGRESSED  # the first boot's check
+    assert boot_check.measured == 30.0 and boot_check.verdict is Verdict.REGRESSED  # boot 1's, judged for this cell
+
+
+def test_a_cell_measured_before_a_reboot_is_re_measured_on_the_new_boot_without_another(tmp_path: Path) -> None:
+    """A sweep's second level, measured on boot 1, checked after the first level's confirmation booted boot 2: its
+    re-measure runs on boot 2, a fresh boot already (no boot more); its own boot's value never confirms it."""
+    for test in (TEST, TEST + "@c2"):
+        cells(tmp_path, Server(), update=True).check(test, result(boot_seconds=10.0))
+    server = Server(result(boot_seconds=10.0, boot=2), result(boot_seconds=10.0, boot=2))
+    reboots = Reboots(server)
+    room = cells(tmp_path, server, mode=CONFIRM_SAME_SERVER, reboots=reboots, boot_seconds=30.0)
+    room.check(TEST, result(boot_seconds=30.0, boot=1))
+    level = room.check(TEST + "@c2", result(boot_seconds=30.0, boot=1))
+    assert reboots.log == ["boot 2 before request 1"]
+    assert (level.cell.verdict, level.cell.confirmed_on) == (Verdict.INCONCLUSIVE, FRESH_BOOT)
+
+
+def test_a_re_measure_that_cannot_be_made_keeps_the_cell_and_raises(tmp_path: Path) -> None:
+    """The fresh boot fails: the error goes to the test (its message is the boot's report); the cell measured is
+    kept in the records, with its verdict as measured."""
+    cells(tmp_path, Server(), update=True).check(TEST, result())
+
+    def failing(run: VariantRun) -> None:
+        raise SGLangPerfError("the fresh boot to confirm a regression on failed")
+
+    room = cells(tmp_path, Server(), mode=CONFIRM_REBOOT, reboots=failing)
+    with pytest.raises(SGLangPerfError, match="fresh boot"):
+        room.check(TEST, result(e2e=2.0, boot=1))
+    [kept] = room.records
+    assert kept.cell.verdict is Verdict.REGRESSED and kept.confirmation is None

@@ -69,6 +69,21 @@ def test_a_released_claim_frees_its_gpus(tmp_path: Path) -> None:
     assert plan.env["CUDA_VISIBLE_DEVICES"] == "0,1"
 
 
+def test_a_server_booted_again_keeps_its_claim(tmp_path: Path) -> None:
+    """A reboot (a confirmation, more boots) keeps the claim: the same GPUs, and another server still gets others."""
+    heard: list[str] = []
+    gpus = session_gpus(RunOptions(simulate=True, gpu_lock_dir=tmp_path), heard)
+    first, other = variant_run("a", args=("--tp-size", "2")), variant_run("b", args=("--tp-size", "2"))
+    try:
+        plans = [gpus.claim(first, tmp_path / "a.log"), gpus.claim(first, tmp_path / "a.log")]
+        assert [plan.env["CUDA_VISIBLE_DEVICES"] for plan in plans] == ["0,1", "0,1"]
+        assert gpus.claim(other, tmp_path / "b.log").env["CUDA_VISIBLE_DEVICES"] == "2,3"
+        assert heard == ["[a] GPUs 0,1 claimed (CUDA_VISIBLE_DEVICES)", "[b] GPUs 2,3 claimed (CUDA_VISIBLE_DEVICES)"]
+    finally:
+        gpus.release(first)
+        gpus.release(other)
+
+
 def test_the_simulators_knobs_do_not_hide_the_gpu_count(tmp_path: Path) -> None:
     """`--sim-*` knobs (spaced or with `=`) are left out when the GPUs are counted: tp 2 claims two."""
     gpus = session_gpus(RunOptions(simulate=True, gpu_lock_dir=tmp_path))
