@@ -3,7 +3,8 @@
     tox -e sglang-cpu --workdir ~/.cache/pytest-sglang-perf/tox -- python benchmarks/real_gate_runs.py [--runs 5]
 
 A user's project (the tiny model of tests/sglang_cpu, one variant, two tests, the plugin's default tolerances and
-`confirm = "auto"`, which reboots a server that boots in under 2 minutes) records its baselines once, then runs
+`confirm = "auto"`, which reboots a server that boots in under 2 minutes) records its baselines once (over 3 boots,
+as docs/usage/baselines.md advises; --record-boots 1 for one), then runs
 the gate N times in a row without a change. Each gate run's line: its exit code, its cells' verdicts, and each
 regression's confirmation (where it was re-measured, and whether it held). Unchanged code should never fail; a
 cell that regressed on its first boot and not on the fresh one is `inconclusive` and passes.
@@ -82,12 +83,14 @@ def describe(cell: dict[str, Any]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--record-boots", type=int, default=3,
+                        help="record the baselines over this many boots (--sglang-boots; default 3, as docs advise)")
     ns = parser.parse_args(argv)
     project = Path(tempfile.mkdtemp(prefix="real-gate-"))
     build_tiny_model(project / "tiny-llama")
     (project / "pyproject.toml").write_text(PYPROJECT)
     (project / "test_perf.py").write_text(TESTS)
-    code, cells = run(project, "record", "--sglang-update-baselines")
+    code, cells = run(project, "record", "--sglang-update-baselines", f"--sglang-boots={ns.record_boots}")
     print(f"record: exit {code}, {len(cells)} cell(s) {[c['verdict'] for c in cells]} (project {project})")
     failed = 0
     for number in range(1, ns.runs + 1):
