@@ -7,7 +7,8 @@ the same server or on a fresh boot, with the boot-to-boot offset apart from the 
 One simulated session of a cell, as benchmarks/bench_gate.py models it (the gate's own `check_metric` and
 `confirmed` on `output_throughput`, 5% tolerance, 3 requests a measurement): record the baseline (one boot, or three
 as --sglang-boots 3 records it), boot again, measure; a regression is re-measured with the same request count, on
-the same boot (`same-server`) or on a new one (`reboot`), and fails only if the re-measure regresses too. A
+the same boot (`same-server`) or on a new one (`reboot`), and fails only if the re-measure regresses too (on a new
+boot against a one-boot baseline, only if the two boots establish it: gate/across_boots.py). A
 request's throughput is TRUE / (boot offset x request jitter x (1 + slowdown)), the offset drawn once per boot at
 the row's boot noise, the jitter per request at REQUEST_NOISE (`jitter_factor`, the simulator's noise model).
 """
@@ -18,8 +19,9 @@ import argparse
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from pytest_sglang_perf.gate.across_boots import held_across_boots
 from pytest_sglang_perf.gate.compare import GatePolicy, Verdict, check_metric
 from pytest_sglang_perf.gate.judge import confirmed
 from pytest_sglang_perf.measurement.metrics import metric
@@ -64,12 +66,17 @@ class Outcome:
 def session(rng: random.Random, boot_noise: float, slowdown: float, baseline_boots: int, mode: str) -> Outcome:
     reference = [Boot.start(rng, boot_noise).requests(REQUESTS) for _ in range(baseline_boots)]
     boot = Boot.start(rng, boot_noise, slowdown)
-    first = check_metric(METRIC, reference, boot.requests(REQUESTS), TOLERANCE, POLICY)
+    first_values = boot.requests(REQUESTS)
+    first = check_metric(METRIC, reference, first_values, TOLERANCE, POLICY)
     if first.verdict is not Verdict.REGRESSED:
         return Outcome(first.verdict, 1)
     fresh = mode == "reboot"
     again_on = Boot.start(rng, boot_noise, slowdown) if fresh else boot
-    second = check_metric(METRIC, reference, again_on.requests(REQUESTS), TOLERANCE, POLICY)
+    again = again_on.requests(REQUESTS)
+    second = check_metric(METRIC, reference, again, TOLERANCE, POLICY)
+    if fresh and second.verdict is Verdict.REGRESSED and held_across_boots(METRIC, reference, first_values, again,
+                                                                           POLICY.alpha) is False:
+        second = replace(second, verdict=Verdict.INCONCLUSIVE)  # not established across the two boots (judge.py)
     return Outcome(confirmed((first,), (second,))[0].verdict, 2 if fresh else 1)
 
 

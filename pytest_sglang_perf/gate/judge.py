@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from pytest_sglang_perf.gate.across_boots import NOT_ESTABLISHED, held_across_boots
 from pytest_sglang_perf.gate.baseline import BaselineEntry
 from pytest_sglang_perf.gate.compare import (
     SAME_SERVER,
@@ -117,15 +118,17 @@ class Judge:
         return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale)
 
     def confirm(self, cell: Cell, again: Result, place: CellPlace, *, on: str = SAME_SERVER,
-                other_boot: Mapping[str, tuple[float, ...]] | None = None) -> Cell:
+                other_boot: Mapping[str, tuple[float, ...]] | None = None, first: Result | None = None) -> Cell:
         """A regressed cell re-measured `on` a fresh boot or the same server: each regression holds only if the
         re-measure regresses too; one that does not is INCONCLUSIVE. The re-measure's checks are kept for the report.
 
         A boot metric is only ever confirmed by a boot: on the same server, the re-measure's boot metrics are those
         `other_boot` measured (another boot of the variant in this session), judged against this cell's baseline,
-        where given; else not measured."""
+        where given; else not measured. On a fresh boot, against a baseline of one boot, a request metric that
+        regressed again holds only if the two boots (`first`, `again`) establish it (gate/across_boots.py)."""
         if on != SAME_SERVER:
             second = self.judge(cell.test_id, again, place).checks
+            second = second if first is None else self._across_boots(cell.test_id, place, first, again, second)
         else:
             regressed = {check.metric for check in cell.checks if check.verdict is Verdict.REGRESSED}
             booted = {name: values for name, values in (other_boot or {}).items()
@@ -136,6 +139,25 @@ class Judge:
                            for check in self.judge(cell.test_id, replace(again, values={**unbooted, **booted}),
                                                    place).checks)
         return replace(cell, checks=confirmed(cell.checks, second), confirmation=second, confirmed_on=on)
+
+    def _across_boots(self, test_id: str, place: CellPlace, first: Result, again: Result,
+                      second: tuple[MetricCheck, ...]) -> tuple[MetricCheck, ...]:
+        """The fresh boot's checks, each regression that the two boots do not establish made INCONCLUSIVE."""
+        entry = self.comparable(test_id, again.variant, place).entry
+        if entry is None:
+            return second
+        reference = reference_values(entry, gate=self.efficiency_gate, slo=again.params.slo)
+        out = []
+        for check in second:
+            baseline = reference.get(check.metric)
+            if check.verdict is Verdict.REGRESSED and check.metric not in BOOT_METRICS and baseline is not None:
+                held = held_across_boots(check.metric, baseline, first.values.get(check.metric, ()),
+                                         again.values.get(check.metric, ()), self.policy.alpha)
+                if held is False:
+                    check = replace(check, verdict=Verdict.INCONCLUSIVE,
+                                    note=NOT_ESTABLISHED.format(metric=check.metric))
+            out.append(check)
+        return tuple(out)
 
     def decided(self, test_id: str, place: CellPlace, *, recording: bool = False) -> Callable[[Result], bool]:
         """For the adaptive plan: whether a measurement so far settles every request metric's verdict. `recording`

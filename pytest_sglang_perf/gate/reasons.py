@@ -54,6 +54,8 @@ def _metric_reason(check: MetricCheck, cell: Cell, again: MetricCheck | None) ->
     if cell.disturbed is not None and held:
         return f"{change})", f"regressed again when re-measured, but under disturbed conditions: {cell.disturbed}"
     if cell.confirmation is not None and not held:
-        return (f"{change}, re-measured {format_change(None if again is None else again.change)})",
-                f"the regression did not hold when re-measured on {cell.confirmed_on}")
+        why = f"the regression did not hold when re-measured on {cell.confirmed_on}"
+        if again is not None and again.note is not None and again.verdict is Verdict.INCONCLUSIVE:
+            why = again.note.removeprefix(f"{check.metric}: ")  # worse again, not established across the boots
+        return f"{change}, re-measured {format_change(None if again is None else again.change)})", why
     return f"{change}, p {format_p(check)})", "worse beyond the tolerance, but not statistically established"

@@ -110,7 +110,7 @@ class SessionCells:
             raise
         self._confirmation.seen(again)
         confirmed = self._baselines.judge.confirm(cell, again, place, on=FRESH_BOOT if plan.fresh else SAME_SERVER,
-                                                  other_boot=plan.other_boot)
+                                                  other_boot=plan.other_boot, first=result)
         return self._conditions.judge(confirmed, again), again
 
     def _remeasure(self, test_id: str, result: Result, *, reboot: bool) -> Result:

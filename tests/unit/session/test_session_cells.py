@@ -196,3 +196,19 @@ def test_a_re_measure_that_cannot_be_made_keeps_the_cell_and_raises(tmp_path: Pa
         room.check(TEST, result(e2e=2.0, boot=1))
     [kept] = room.records
     assert kept.cell.verdict is Verdict.REGRESSED and kept.confirmation is None
+
+
+def test_against_a_one_boot_baseline_two_boots_far_apart_establish_no_regression(tmp_path: Path) -> None:
+    """Twice as slow on the first boot, 1.5 times on the fresh one: worse on both, but two boots that far apart do
+    not establish a change against a baseline of one boot (gate/across_boots.py); two that agree do."""
+    cells(tmp_path, Server(), update=True).check(TEST, result())
+    server = Server(result(e2e=1.5, boot=2))
+    record = cells(tmp_path, server, mode=CONFIRM_REBOOT, reboots=Reboots(server)).check(TEST, result(e2e=2.0, boot=1))
+    assert record.cell.verdict is Verdict.INCONCLUSIVE
+    [again] = [c for c in record.cell.confirmation or () if c.metric == "output_throughput"]
+    assert again.change is not None and again.change < -0.3 and again.note is not None
+    assert "the two boots differ too much" in again.note
+
+    server = Server(result(e2e=2.02, boot=2))
+    record = cells(tmp_path, server, mode=CONFIRM_REBOOT, reboots=Reboots(server)).check(TEST, result(e2e=2.0, boot=1))
+    assert record.cell.verdict is Verdict.REGRESSED
