@@ -47,6 +47,10 @@ max_tokens = 256
 repeats = 5
 warmup = 1
 temperature = 0.6
+[tool.sglang_perf.conditions]
+# real SGLang computes on both cores of the 2-core CI host, so the client's event loop lags behind it by 5-15 ms in
+# most measurements there (the default limit, 5 ms, is for a GPU server's host): not a disturbance of this setup
+max_client_lag = "50ms"
 [tool.sglang_perf.variants]
 default = []
 """
