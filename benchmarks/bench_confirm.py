@@ -117,15 +117,19 @@ def print_table(rows: Sequence[Row], trials: int) -> None:
           "unchanged server (reboot costs one boot per regression it confirms).")
 
 
+def all_rows(trials: int, seed: int) -> list[Row]:
+    """Every row: one baseline boot or three, each boot noise, each confirmation mode."""
+    return [row(trials, seed, boots, noise, mode) for boots in BASELINE_BOOTS for noise in BOOT_NOISES
+            for mode in MODES]
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help=f"{QUICK_TRIALS} sessions a cell instead of {TRIALS}")
     parser.add_argument("--seed", type=int, default=0)
     ns = parser.parse_args(argv)
     trials = QUICK_TRIALS if ns.quick else TRIALS
-    rows = [row(trials, ns.seed, boots, noise, mode)
-            for boots in BASELINE_BOOTS for noise in BOOT_NOISES for mode in MODES]
-    print_table(rows, trials)
+    print_table(all_rows(trials, ns.seed), trials)
     return 0
 
 

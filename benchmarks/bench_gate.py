@@ -422,9 +422,7 @@ def confirm_rows(trials: int, seed: int) -> None:
         sys.path.insert(0, str(HERE))
     import bench_confirm
 
-    bench_confirm.print_table([bench_confirm.row(trials, seed, boots, noise, mode)
-                               for boots in bench_confirm.BASELINE_BOOTS for noise in bench_confirm.BOOT_NOISES
-                               for mode in bench_confirm.MODES], trials)
+    bench_confirm.print_table(bench_confirm.all_rows(trials, seed), trials)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

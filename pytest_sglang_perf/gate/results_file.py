@@ -49,6 +49,11 @@ class CellRecord:
     """Why a measured cell offers no entry; None when it offers one or measured nothing."""
 
 
+def measured_cells(records: Sequence[CellRecord]) -> dict[tuple[str, str], Result]:
+    """Each checked cell's measurement by (test id, variant): a test's last check with a result."""
+    return {(r.cell.test_id, r.cell.variant): r.result for r in records if r.result is not None}
+
+
 def records_of(cells: Sequence[Cell], results: Mapping[tuple[str, str], Result]) -> list[CellRecord]:
     """Records of cells measured once each (a cell's result looked up by test id and variant)."""
     return [CellRecord(cell, results.get((cell.test_id, cell.variant))) for cell in cells]

@@ -18,17 +18,12 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 
 from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.gate.results_file import CellRecord
+from pytest_sglang_perf.gate.results_file import CellRecord, measured_cells
 from pytest_sglang_perf.measurement.result import RequestParams, Result
 from pytest_sglang_perf.session.variant_run import VariantRun
 
 Cell = tuple[str, str]
 """(test id, variant)."""
-
-
-def measured_cells(records: Sequence[CellRecord]) -> dict[Cell, Result]:
-    """Each checked cell's measurement, by (test id, variant): a test's last check with a result."""
-    return {(r.cell.test_id, r.cell.variant): r.result for r in records if r.result is not None}
 
 
 def _round_order(runs: Sequence[VariantRun], boot: int) -> list[VariantRun]:

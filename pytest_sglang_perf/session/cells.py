@@ -75,7 +75,7 @@ class SessionCells:
         run_state = self._runs[result.variant]
         self._confirmation.seen(result)
         if record:
-            refused = self._withheld(cell, result)
+            refused = self._conditions.judge(cell, result)  # disturbed: it establishes no regression
             self._conditions.check_recording(test_id, result, lambda: self.records.append(CellRecord(refused, result)))
             cell = replace(cell, updated=True)
             baselines.record(test_id, result, place, run, existed=stored is not None)
@@ -86,15 +86,6 @@ class SessionCells:
             cell, again = self._confirm(test_id, result, cell, place, run_state)
         self.records.append(CellRecord(cell, result, again, place, run))
         return self.records[-1]
-
-    def _withheld(self, cell: Cell, result: Result) -> Cell:
-        """A cell whose recording is refused: measured under disturbed conditions, it establishes no regression."""
-        why = self._conditions.why(result)
-        if why is None or cell.verdict is not Verdict.REGRESSED:
-            return cell
-        checks = tuple(replace(c, verdict=Verdict.INCONCLUSIVE) if c.verdict is Verdict.REGRESSED else c
-                       for c in cell.checks)
-        return replace(cell, checks=checks, disturbed=why)
 
     def _confirm(self, test_id: str, result: Result, cell: Cell, place: CellPlace,
                  run: VariantRun) -> tuple[Cell, Result]:

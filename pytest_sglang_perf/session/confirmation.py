@@ -31,7 +31,7 @@ AUTO_REBOOT_SECONDS = 120.0
 """`confirm = "auto"` reboots a variant whose server booted in at most this long: the simulator, SGLang on a CPU, a
 small model on a GPU; a large model that captures CUDA graphs for minutes is re-measured on the same server."""
 
-BootValues = Mapping[str, tuple[float, ...]]
+BootMetrics = Mapping[str, tuple[float, ...]]
 """A boot's boot metrics, as measured (`boot_seconds`, `graph_capture_seconds`)."""
 
 
@@ -43,7 +43,7 @@ class Plan:
     """Stop the variant's server and boot it again first."""
     fresh: bool
     """The re-measure runs on another boot than the measurement's (booted for it, or since)."""
-    other_boot: BootValues = field(default_factory=dict)
+    other_boot: BootMetrics = field(default_factory=dict)
     """On the same server: another boot's boot metrics, which confirm the cell's ({}: none measured yet)."""
 
 
@@ -51,7 +51,7 @@ class Confirmation:
     def __init__(self, mode: str, reboot: Callable[[VariantRun], None]) -> None:
         self._mode = mode
         self._reboot = reboot
-        self._boots: dict[str, dict[int, BootValues]] = {}
+        self._boots: dict[str, dict[int, BootMetrics]] = {}
         """Per variant, per boot number (Result.boot): its boot metrics as measured."""
 
     def seen(self, result: Result) -> None:
@@ -83,7 +83,7 @@ class Confirmation:
             return run.server is not None and run.server.boot_seconds <= AUTO_REBOOT_SECONDS
         return self._mode == CONFIRM_REBOOT
 
-    def other_boot(self, variant: str, measured_on: int | None) -> BootValues:
+    def other_boot(self, variant: str, measured_on: int | None) -> BootMetrics:
         """The boot metrics of the variant's latest boot other than `measured_on` ({}: none measured)."""
         boots = self._boots.get(variant, {})
         others = [number for number in boots if number != measured_on]

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.gate.environment import detect_gpus
-from pytest_sglang_perf.server.gpu_claims import DEFAULT_LOCK_DIR, claimed_plan, gpu_pool
+from pytest_sglang_perf.server.gpu_claims import DEFAULT_LOCK_DIR, VISIBLE, claimed_plan, gpu_pool
 from pytest_sglang_perf.server.plan import ServerPlan
 from pytest_sglang_perf.server.sim_knobs import KNOB_PREFIX
 from pytest_sglang_perf.session.live import Live
@@ -44,7 +44,7 @@ class SessionGpus:
         from pytest_sglang_perf.server.preflight import local_gpu_count
 
         if run.claim is not None:  # booted again (a confirmation, more boots): the same GPUs, never given up between
-            return replace(run.plan, env={**run.plan.env, "CUDA_VISIBLE_DEVICES": run.claim.visible_devices})
+            return replace(run.plan, env={**run.plan.env, VISIBLE: run.claim.visible_devices})
         args = _without_knobs(run.plan.args)
         run.default_gpus = () if run.plan.url is not None else default_gpus(args, self._parser())
         count = local_gpu_count(args, self._parser()) if self.pool and run.plan.url is None else None
@@ -86,11 +86,11 @@ def default_gpus(args: tuple[str, ...], parser: ArgParser) -> tuple[int, ...]:
     from pytest_sglang_perf.server.preflight import local_gpu_count
     from pytest_sglang_perf.sglang_facts.requested import ParseError, parse_command_line, raising_parser
 
-    count = local_gpu_count(args, parser)
     try:
         namespace = parse_command_line(args, raising_parser(parser))
     except ParseError:
         return ()
+    count = local_gpu_count(args, parser, namespace)
     base, step = getattr(namespace, "base_gpu_id", 0), getattr(namespace, "gpu_id_step", 1)
     if getattr(namespace, "device", None) not in (None, "cuda"):  # a CPU (or other device) server uses no GPU
         return ()

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_sglang_perf.gate.results_file import CellRecord
+from pytest_sglang_perf.gate.results_file import CellRecord, measured_cells
 from pytest_sglang_perf.gate.statistics import BootSpread
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.outputs.machine import Commit
@@ -50,7 +50,7 @@ class RunRecord:
     @property
     def results(self) -> dict[tuple[str, str], Result]:
         """Each cell's measurement by (test id, variant), for the A/B comparisons (a test's last check)."""
-        return {(r.cell.test_id, r.cell.variant): r.result for r in self.records if r.result is not None}
+        return measured_cells(self.records)
 
 
 @dataclass(frozen=True)
