@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.config.reader import (
     Reader,
@@ -16,10 +15,8 @@ from pytest_sglang_perf.config.reader import (
 )
 from pytest_sglang_perf.config.units import parse_duration, parse_latency
 from pytest_sglang_perf.measurement.concurrency import Level, Slo
-from pytest_sglang_perf.measurement.prefix_cache import COLD, PrefixCache, prefix_cache_mode
-
-if TYPE_CHECKING:
-    from pytest_sglang_perf.measurement.result import RequestParams
+from pytest_sglang_perf.measurement.prefix_cache import prefix_cache_mode
+from pytest_sglang_perf.measurement.request import SETTINGS_FIELDS, RequestParams, RequestSettings
 
 AUTO = "auto"
 """`request.repeats = "auto"` (and `measure(repeats="auto")`): the adaptive plan."""
@@ -27,49 +24,31 @@ AUTO_FIRST_ROUND = 3
 """The adaptive plan's first round of requests, before it decides whether it needs more."""
 
 
-@dataclass(frozen=True)
-class RequestDefaults:
-    max_tokens: int = 512
-    temperature: float = 0.6
-    repeats: int = 3
-    """Requests per measurement (the first round, AUTO_FIRST_ROUND, with the adaptive plan)."""
-    warmup: int = 1
-    seed: int = 0
+@dataclass(frozen=True, kw_only=True)
+class RequestDefaults(RequestSettings):
+    """The `request` table: the settings a test's measurement sends unless it passes its own (RequestSettings'
+    fields; `concurrency` is always the test's), plus what only the configuration sets."""
+
     timeout: float = 600.0
     adaptive: bool = False
     """`repeats = "auto"`: keep measuring until the verdict is decided, up to `max_repeats` requests."""
     max_repeats: int = 15
-    ignore_eos: bool = True
-    prefix_cache: PrefixCache = COLD
-    """"cold": every request prefills its whole prompt (/flush_cache before each); "warm": the cached case."""
-    slo: Slo | None = None
-    """`request.slo = {ttft = "200ms", tpot = "50ms"}`: the objectives of goodput; None: no goodput."""
 
-    def params(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
-               repeats: int | str | None = None, warmup: int | None = None, seed: int | None = None,
-               ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None, concurrency: int = 1,
-               level: Level = 1, slo: Slo | None = None) -> RequestParams:
-        """The request a measurement sends: what the test passed (None: not passed), else these defaults. Raises
-        ValueError for a `repeats` that is neither a whole number >= 1 nor "auto"."""
-        from pytest_sglang_perf.measurement.result import RequestParams
-
+    def params(self, prompt: str, given: Mapping[str, object], *, concurrency: int = 1,
+               level: Level = 1) -> RequestParams:
+        """The request a measurement sends: each setting the test gave (`given`, by RequestSettings' field names;
+        None: not given), else these defaults. Raises ValueError for a `repeats` that is neither a whole number
+        >= 1 nor "auto"."""
+        asked = {name: value for name, value in given.items() if value is not None}
+        repeats = asked.pop("repeats", None)
         adaptive = repeats == AUTO or (repeats is None and self.adaptive)
         if repeats is not None and repeats != AUTO and (isinstance(repeats, bool) or not isinstance(repeats, int)
                                                          or repeats < 1):
             raise ValueError(f'repeats must be a whole number >= 1 or "auto", got {repeats!r}')
-        count = AUTO_FIRST_ROUND if adaptive else self.repeats if repeats is None else int(repeats)
-        return RequestParams(
-            prompt=prompt,
-            max_tokens=self.max_tokens if max_tokens is None else max_tokens,
-            temperature=self.temperature if temperature is None else temperature,
-            seed=self.seed if seed is None else seed,
-            repeats=count,
-            warmup=self.warmup if warmup is None else warmup,
-            ignore_eos=self.ignore_eos if ignore_eos is None else ignore_eos,
-            max_repeats=max(self.max_repeats, count) if adaptive else None,
-            prefix_cache=self.prefix_cache if prefix_cache is None else prefix_cache,
-            concurrency=concurrency, level=level, slo=slo,
-        )
+        count = AUTO_FIRST_ROUND if adaptive else repeats if isinstance(repeats, int) else self.repeats
+        base = {name: getattr(self, name) for name in SETTINGS_FIELDS}
+        return RequestParams(**{**base, **asked, "repeats": count, "concurrency": concurrency}, prompt=prompt,
+                             max_repeats=max(self.max_repeats, count) if adaptive else None, level=level)
 
 
 CONFIRM_AUTO = "auto"

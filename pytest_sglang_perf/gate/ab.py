@@ -40,7 +40,7 @@ from pytest_sglang_perf.gate.statistics import (
 from pytest_sglang_perf.gate.terminal import SIMULATED
 from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_values
 

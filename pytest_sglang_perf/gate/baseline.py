@@ -16,7 +16,7 @@ from typing import Any, Literal
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.measurement.concurrency import Slo
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import metric_values

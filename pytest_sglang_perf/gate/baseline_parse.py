@@ -16,7 +16,7 @@ from typing import Any
 from pytest_sglang_perf.gate.baseline import SOURCE_KINDS, BaselineEntry, BaselineFileError, BootRecord, EntryKey
 from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.gate.migrate import RERECORD, schema_of, upgrade
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_sglang_perf.gate.statistics import LogDifference, log_difference
 from pytest_sglang_perf.measurement.metrics import METRICS, Metric, metric
@@ -124,16 +124,15 @@ class Cell:
     disturbed: str | None = None
     """Why the regression is inconclusive although it held: the re-measure's conditions (`host busy: ...`,
     gate/conditions.py)."""
+    verdict: Verdict = field(init=False)
+    """UPDATED when the baseline was refreshed (the test passes whatever the checks said), STALE when the
+    baseline is not comparable, otherwise the most severe check (see SEVERITY). Decided once, when the cell is
+    made, so that the rooms that read a cell (report, JUnit, failure text) read a record's field."""
 
-    @property
-    def verdict(self) -> Verdict:
-        """UPDATED when the baseline was refreshed (the test passes whatever the checks said), STALE when the
-        baseline is not comparable, otherwise the most severe check (see SEVERITY)."""
-        if self.updated:
-            return Verdict.UPDATED
-        if self.stale:
-            return Verdict.STALE
-        return worst(c.verdict for c in self.checks)
+    def __post_init__(self) -> None:
+        decided = Verdict.UPDATED if self.updated else Verdict.STALE if self.stale else worst(
+            c.verdict for c in self.checks)
+        object.__setattr__(self, "verdict", decided)
 
 
 def relative_change(baseline: float, measured: float) -> float | None:

@@ -16,7 +16,7 @@ from types import MappingProxyType
 from typing import Any
 
 from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 
 
 def _no_args() -> Mapping[str, str]:

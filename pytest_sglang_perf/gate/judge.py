@@ -31,7 +31,7 @@ from pytest_sglang_perf.gate.store import BaselineStore
 from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import metric
 from pytest_sglang_perf.measurement.result import Result
-from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_coverage, missing_coverage
+from pytest_sglang_perf.measurement.values import BOOT_METRICS, result_coverage
 
 EARLY_STOP_SHARE = 1 / 3
 """The adaptive plan stops early on a change only at this share of the policy's alpha: every look at growing data
@@ -206,14 +206,14 @@ def settled(name: str, values: Sequence[float], reference: BootValues | None, to
 
 
 def with_coverage(checks: Sequence[MetricCheck], result: Result) -> tuple[MetricCheck, ...]:
-    """Each check with a note when some of the result's samples could not define its metric (none is dropped)."""
-    partial = metric_coverage(result.samples)
+    """Each check with a note when some of the result's samples could not define its metric (none is dropped),
+    or when none did and the metric is not measured (Result.coverage)."""
+    coverage = result.coverage if result.coverage is not None else result_coverage(result.samples)
     out = []
     for check in checks:
-        if check.metric in partial:
-            check = replace(check, note=partial[check.metric].describe(check.metric))
-        elif check.measured is None and check.metric not in BOOT_METRICS:
-            check = replace(check, note=missing_coverage(result.samples, check.metric).describe(check.metric))
+        cover = coverage.get(check.metric)
+        if cover is not None and (cover.defined > 0 or check.measured is None):
+            check = replace(check, note=cover.describe(check.metric))
         out.append(check)
     return tuple(out)
 

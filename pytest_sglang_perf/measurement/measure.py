@@ -15,9 +15,10 @@ from typing import TYPE_CHECKING
 from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
 from pytest_sglang_perf.measurement.concurrency import latency_percentiles
 from pytest_sglang_perf.measurement.prefix_cache import COLD, WARM, cold_cache_problem
-from pytest_sglang_perf.measurement.result import BootFacts, RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import BootFacts, Result
 from pytest_sglang_perf.measurement.stats import Summary, percentile
-from pytest_sglang_perf.measurement.values import metric_values
+from pytest_sglang_perf.measurement.values import metric_values, result_coverage
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.client import ChatRequest, StreamRecord
@@ -60,6 +61,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
         itl_p99=percentile(gaps, 99) if gaps else None,
         values=values,
         percentiles=latency_percentiles(samples, gaps),
+        coverage=result_coverage(samples),
     )
 
 

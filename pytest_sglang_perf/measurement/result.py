@@ -4,118 +4,18 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad
-from pytest_sglang_perf.measurement.concurrency import Level, Slo, level_suffix
+from pytest_sglang_perf.measurement.concurrency import Level
 from pytest_sglang_perf.measurement.gpu_conditions import GpuCondition
 from pytest_sglang_perf.measurement.host_load import HostLoad
-from pytest_sglang_perf.measurement.prefix_cache import COLD, UNKNOWN
+from pytest_sglang_perf.measurement.request import RequestParams, RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
+from pytest_sglang_perf.measurement.values import Coverage
 from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
-
-
-@dataclass(frozen=True)
-class RequestSettings:
-    """How a fixed prompt is sent: what a baseline records of the request beside the prompt's hash."""
-
-    max_tokens: int
-    temperature: float
-    seed: int
-    repeats: int
-    warmup: int
-    ignore_eos: bool = True
-    """SGLang's `ignore_eos`: every request yields exactly max_tokens tokens."""
-    prefix_cache: str = COLD
-    """"cold" or "warm" (measurement/prefix_cache.py); "unknown" in files written before it was kept."""
-    concurrency: int = 1
-    """Streams sent at once per round (measurement/concurrency.py); 1: one stream, requests one after another.
-    With concurrency > 1, `repeats` and `warmup` count rounds."""
-    slo: Slo | None = None
-    """The objectives a request must meet to count for goodput; None: no goodput."""
-
-    def to_dict(self) -> dict[str, Any]:
-        """Concurrency and SLO are written only when set: a one-stream entry reads as before they existed."""
-        return {
-            "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
-            "repeats": self.repeats, "warmup": self.warmup, "ignore_eos": self.ignore_eos,
-            "prefix_cache": self.prefix_cache,
-            **({"concurrency": self.concurrency} if self.concurrency != 1 else {}),
-            **({"slo": self.slo.to_dict()} if self.slo is not None else {}),
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> RequestSettings:
-        """Raises KeyError for a missing field, TypeError for a value of the wrong type. A missing `ignore_eos`
-        (files written before it was recorded) is true: every earlier version sent it."""
-        ignore_eos = data.get("ignore_eos", True)
-        if not isinstance(ignore_eos, bool):
-            raise TypeError(f"expected true or false for ignore_eos, found {ignore_eos!r}")
-        prefix_cache = data.get("prefix_cache", UNKNOWN)
-        if not isinstance(prefix_cache, str):
-            raise TypeError(f"expected a text for prefix_cache, found {prefix_cache!r}")
-        slo = data.get("slo")
-        if slo is not None and not isinstance(slo, Mapping):
-            raise TypeError(f"expected a table of objectives for slo, found {slo!r}")
-        return cls(max_tokens=_int(data["max_tokens"]), temperature=_number(data["temperature"]),
-                   seed=_int(data["seed"]), repeats=_int(data["repeats"]), warmup=_int(data["warmup"]),
-                   ignore_eos=ignore_eos, prefix_cache=prefix_cache, concurrency=_int(data.get("concurrency", 1)),
-                   slo=None if slo is None else Slo.from_dict(slo))
-
-
-def _int(value: Any) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"expected a whole number, found {value!r}")
-    return value
-
-
-def _number(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise TypeError(f"expected a number, found {value!r}")
-    return float(value)
-
-
-@dataclass(frozen=True)
-class RequestParams:
-    """The fixed request a measurement sends; its hash identifies the prompt in baselines."""
-
-    prompt: str
-    max_tokens: int
-    temperature: float
-    seed: int
-    repeats: int
-    """Requests to measure (after the warmup); with `max_repeats`, the first round of the adaptive plan."""
-    warmup: int
-    ignore_eos: bool = True
-    max_repeats: int | None = None
-    """The adaptive plan (`repeats="auto"`): keep measuring, up to this many requests, until the verdict is
-    decided; None for a fixed plan."""
-    prefix_cache: str = COLD
-    """"cold": /flush_cache before every request; "warm": none, the warmup fills the cache (prefix_cache.py)."""
-    concurrency: int = 1
-    """Streams per round, resolved ("max": the server's max running requests); 1: one stream."""
-    level: Level = 1
-    """The level as the test asked for it (16 or "max"): it names the cell (`@c16`, `@cmax`)."""
-    slo: Slo | None = None
-
-    @property
-    def settings(self) -> RequestSettings:
-        """The part of the request a baseline records: every field of RequestSettings, taken by name (a request's
-        fields are RequestSettings' plus the prompt, the adaptive plan's limit and the level as asked)."""
-        return RequestSettings(**{name: getattr(self, name) for name in _SETTINGS_FIELDS})
-
-    @property
-    def cell_suffix(self) -> str:
-        """What this request adds to its cell's test id (concurrency.level_suffix)."""
-        return level_suffix(self.level)
-
-    def to_dict(self) -> dict[str, Any]:
-        return self.settings.to_dict()
-
-
-_SETTINGS_FIELDS = tuple(f.name for f in fields(RequestSettings))
 
 
 @dataclass(frozen=True)
@@ -160,6 +60,10 @@ class Result:
     server)."""
     boot: int | None = None
     """Which boot of its variant's server measured it (the session's count, 1 for the first); None outside one."""
+    coverage: Mapping[str, Coverage] | None = field(default=None, compare=False)
+    """Each request metric that not every sample defined, and why (values.result_coverage), for the checks' notes:
+    measure.build_result works it out with the values. None: a result made elsewhere (a test's), whose reader
+    works it out from the samples."""
 
     @property
     def cached_tokens(self) -> float | None:

@@ -71,6 +71,15 @@ def missing_coverage(samples: Sequence[Sample], name: str) -> Coverage:
     return Coverage(0, len(samples), tuple(f"{n} {why}" for why, n in reasons.items()))
 
 
+def result_coverage(samples: Sequence[Sample]) -> dict[str, Coverage]:
+    """What a result carries for its checks' notes: metric_coverage's partly defined metrics, and every other
+    request metric that no sample defined (missing_coverage), for a check that finds it not measured."""
+    partial = metric_coverage(samples)
+    defined = {name for sample in samples for name in sample.metrics()}
+    return {name: partial[name] if name in partial else missing_coverage(samples, name)
+            for name in GATED_ORDER if name not in BOOT_METRICS and (name in partial or name not in defined)}
+
+
 def why_undefined(sample: Sample, name: str) -> str:
     """Why `sample` has no value for `name` (see Sample.metrics)."""
     if name in ("decode_throughput", "tpot"):

@@ -22,7 +22,8 @@ from pytest_sglang_perf.gate.failing import conditions_lines, gate_failure, refr
 from pytest_sglang_perf.gate.terminal import failure_message
 from pytest_sglang_perf.measurement.concurrency import MAX, MAX_STREAMS, Level, Slo, parse_levels
 from pytest_sglang_perf.measurement.prefix_cache import WARM, PrefixCache, prefix_cache_mode, warm_cache_note
-from pytest_sglang_perf.measurement.result import RequestParams, Result, Sweep
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result, Sweep
 from pytest_sglang_perf.report.servers import server_failure_lines
 from pytest_sglang_perf.session.facade import PerfSession, VariantUnavailable
 from pytest_sglang_perf.session.variant_run import VariantRun
@@ -106,15 +107,14 @@ class SGLangPerf:
         per level. `slo={"ttft": "200ms", "tpot": "50ms"}` (or `request.slo`) adds goodput. docs/concurrency.md.
         """
         __tracebackhide__ = True
-        goal = self._slo(slo)
+        given = {"max_tokens": max_tokens, "temperature": temperature, "repeats": repeats, "warmup": warmup,
+                 "seed": seed, "ignore_eos": ignore_eos, "slo": self._slo(slo),
+                 "prefix_cache": None if prefix_cache is None else _prefix_cache(prefix_cache)}
         if isinstance(concurrency, list | tuple):
             # every level resolved ("max" included) before the first request: a bad level costs no measurement
-            plan = [self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos, prefix_cache,
-                                 level, goal) for level in self._levels(concurrency)]
+            plan = [self._params(prompt, given, level) for level in self._levels(concurrency)]
             return Sweep(tuple(self._measure(params) for params in plan))
-        level = self._levels(concurrency)[0]
-        return self._measure(self._params(prompt, max_tokens, temperature, repeats, warmup, seed, ignore_eos,
-                                          prefix_cache, level, goal))
+        return self._measure(self._params(prompt, given, self._levels(concurrency)[0]))
 
     def _levels(self, value: object) -> tuple[Level, ...]:
         try:
@@ -182,7 +182,8 @@ class SGLangPerf:
         from pytest_sglang_perf.measurement.measure import chat_request
         from pytest_sglang_perf.measurement.openai_client import cross_check
 
-        params = self._params(prompt, max_tokens, temperature, 1, 0, seed, None)
+        params = self._params(prompt, {"max_tokens": max_tokens, "temperature": temperature, "seed": seed,
+                                       "repeats": 1, "warmup": 0})
         request = chat_request(self.model, params, self._session.settings.request.timeout)
         try:
             return cross_check(self.base_url, request, self.server.plan.api_key)
@@ -194,14 +195,9 @@ class SGLangPerf:
         ended = self.server.exit_description(_EXIT_WAIT)
         return "" if ended is None else f"\nthe server process (pid {self.server.pid}) is gone: {ended}"
 
-    def _params(self, prompt: str, max_tokens: int | None, temperature: float | None,
-                repeats: int | Literal["auto"] | None, warmup: int | None, seed: int | None,
-                ignore_eos: bool | None, prefix_cache: str | None = None, level: Level = 1,
-                slo: Slo | None = None) -> RequestParams:
-        return self._session.settings.request.params(
-            prompt, max_tokens=max_tokens, temperature=temperature, repeats=repeats, warmup=warmup, seed=seed,
-            ignore_eos=ignore_eos, prefix_cache=None if prefix_cache is None else _prefix_cache(prefix_cache),
-            concurrency=self._streams(level), level=level, slo=slo)
+    def _params(self, prompt: str, given: Mapping[str, object], level: Level = 1) -> RequestParams:
+        """The request sent: the settings the test `given` (None: not given) over the `request` table's."""
+        return self._session.settings.request.params(prompt, given, concurrency=self._streams(level), level=level)
 
     def check(self, result: Result | Sweep) -> None:
         """Gate `result` on this test's baseline (see docs/usage/verdicts.md): a regression is re-measured once (on a

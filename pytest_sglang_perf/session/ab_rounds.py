@@ -19,7 +19,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.results_file import CellRecord, measured_cells
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.session.variant_run import VariantRun
 
 Cell = tuple[str, str]

@@ -18,7 +18,8 @@ from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.gate.judge import CellPlace
 from pytest_sglang_perf.gate.recording import RecordedRun
 from pytest_sglang_perf.gate.results_file import CellRecord
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.server.redaction import redact_argv
 from pytest_sglang_perf.session.baselines import SessionBaselines
 from pytest_sglang_perf.session.conditions import SessionConditions

@@ -33,7 +33,8 @@ if TYPE_CHECKING:
     from pytest_sglang_perf.gate.environment import Environment
     from pytest_sglang_perf.gate.results_file import CellRecord
     from pytest_sglang_perf.gate.statistics import BootSpread
-    from pytest_sglang_perf.measurement.result import BootFacts, RequestParams, Result
+    from pytest_sglang_perf.measurement.request import RequestParams
+    from pytest_sglang_perf.measurement.result import BootFacts, Result
     from pytest_sglang_perf.session.baselines import SessionBaselines
     from pytest_sglang_perf.session.boots import SessionBoots
     from pytest_sglang_perf.session.cells import SessionCells

@@ -20,7 +20,8 @@ from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.gate.conditions import disturbance
 from pytest_sglang_perf.measurement.client_load import ClientLoad
 from pytest_sglang_perf.measurement.host_load import HostLoad, host_load
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
 
 TEST = """
@@ -140,7 +141,8 @@ def test_the_host_condition_from_proc_readings(tmp_path: Path) -> None:
     (None, 0.009, "the client fell behind: event-loop lag p99 9.0 ms (limit 5 ms)"),
 ])
 def test_each_limit_names_itself(host: HostLoad | None, lag: float, reason: str | None) -> None:
-    result = Result("v", RequestParams("p", 10, 0.6, 0, 1, 0), "h", (), {"ttft": Summary.of([0.1])}, 1.0, True,
+    result = Result("v", RequestParams(prompt="p", max_tokens=10, repeats=1, warmup=0), "h", (),
+                    {"ttft": Summary.of([0.1])}, 1.0, True,
                     client=ClientLoad(lag / 2, lag, lag, 50, 0.2, 1.0), host=host)
     assert disturbance(result, ConditionLimits()) == reason
 
@@ -152,7 +154,8 @@ def test_each_limit_names_itself(host: HostLoad | None, lag: float, reason: str 
 ])
 def test_a_late_loop_counts_only_where_it_could_move_a_timing(stamped: int, shared: int, disturbed: bool) -> None:
     client = ClientLoad(0.004, 0.009, 0.012, 50, 0.9, 1.0, reads=60, kernel_stamped=stamped, chunks=58, shared=shared)
-    result = Result("v", RequestParams("p", 10, 0.6, 0, 1, 0), "h", (), {"ttft": Summary.of([0.1])}, 1.0, True,
+    result = Result("v", RequestParams(prompt="p", max_tokens=10, repeats=1, warmup=0), "h", (),
+                    {"ttft": Summary.of([0.1])}, 1.0, True,
                     client=client)
     why = disturbance(result, ConditionLimits())
     assert why == ("the client fell behind: event-loop lag p99 9.0 ms (limit 5 ms)" if disturbed else None)

@@ -11,7 +11,7 @@ from typing import Any
 from pytest_sglang_perf.gate.baseline import BaselineEntry, BootRecord
 from pytest_sglang_perf.gate.identity import CellIdentity
 from pytest_sglang_perf.gate.jsonfile import dump_json
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import metric_values

@@ -12,7 +12,8 @@ from pytest_sglang_perf.gate.compare import Cell, MetricCheck, Verdict
 from pytest_sglang_perf.gate.results_file import CellRecord
 from pytest_sglang_perf.measurement.client_load import ClientLoad
 from pytest_sglang_perf.measurement.host_load import HostLoad
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import metric_values

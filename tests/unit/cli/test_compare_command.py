@@ -13,7 +13,8 @@ from pytest_sglang_perf.gate.ab import BEFORE_AFTER_FOOTNOTE
 from pytest_sglang_perf.gate.compare import Cell
 from pytest_sglang_perf.gate.results_file import records_of, results_document, write_results
 from pytest_sglang_perf.gate.results_read import ResultsFileError, read_result_cells
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 

@@ -11,7 +11,7 @@ import pytest
 from pytest_sglang_perf.gate.baseline import BaselineFileError
 from pytest_sglang_perf.gate.baseline_parse import load_entries
 from pytest_sglang_perf.gate.identity import CellIdentity, ServerIdentity, differences
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
 from pytest_sglang_perf.sglang_facts.resolved import gpus_used, option_defaults, resolved_args
 

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_sglang_perf.gate.compare import Cell, check_all
 from pytest_sglang_perf.gate.results_file import records_of, results_document, write_results
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 

@@ -14,7 +14,7 @@ import pytest
 from pytest_sglang_perf.gate.baseline import SCHEMA_VERSION, BaselineEntry, BaselineFileError
 from pytest_sglang_perf.gate.jsonfile import lock_path
 from pytest_sglang_perf.gate.store import BaselineStore, environment_key_slug
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 

@@ -20,7 +20,7 @@ from pytest_sglang_perf.measurement.concurrency import (
     parse_levels,
     round_values,
 )
-from pytest_sglang_perf.measurement.result import RequestSettings
+from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.values import metric_values
 from pytest_sglang_perf.server.capacity import max_running_requests, max_streams

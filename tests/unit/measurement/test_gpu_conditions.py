@@ -23,7 +23,8 @@ from pytest_sglang_perf.gate.precheck import current_problems, precheck
 from pytest_sglang_perf.measurement.gpu_conditions import GpuCondition, GpuProcess, reason_names
 from pytest_sglang_perf.measurement.gpu_watch import GpuWatch, ServerGpus, server_gpus
 from pytest_sglang_perf.measurement.nvml import Nvml, open_nvml
-from pytest_sglang_perf.measurement.result import RequestParams, Result, conditions_record
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result, conditions_record
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 
@@ -180,7 +181,7 @@ def test_limits_are_the_users_and_a_result_carries_its_gpus_into_the_records() -
     shared = _gpu(foreign=(GpuProcess(5555, None),), sm_mhz=1400)
     assert gpu_disturbance(shared, ConditionLimits(allow_foreign_gpu_processes=True)) is None
     sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
-    result = Result("v", RequestParams("p", 100, 0.6, 0, 1, 0), "h", (sample,),
+    result = Result("v", RequestParams(prompt="p", max_tokens=100, repeats=1, warmup=0), "h", (sample,),
                     {"output_throughput": Summary.of([100.0])}, 1.0, False, gpu=(shared,))
     assert disturbance(result, ConditionLimits(min_sm_clock=0.75)) == \
         "GPU 0 SM clock low: 1400 of 1980 MHz while working (71%, limit 75%)"
@@ -260,7 +261,7 @@ def test_a_failing_cells_conditions_lines_name_its_gpus() -> None:
 
     sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
     shared = _gpu(foreign=(GpuProcess(77, None),))
-    result = Result("v", RequestParams("p", 100, 0.6, 0, 1, 0), "h", (sample,),
+    result = Result("v", RequestParams(prompt="p", max_tokens=100, repeats=1, warmup=0), "h", (sample,),
                     {"output_throughput": Summary.of([100.0])}, 1.0, False, gpu=(shared,))
     assert " ".join(" ".join(conditions_lines(result, None)).split()) == (  # wrapped at 120
         "conditions: GPU 0 (NVIDIA H200): SM 1980/1980 MHz, memory 3201/3201 MHz, 60 °C max, 400/700 W; 1 other "

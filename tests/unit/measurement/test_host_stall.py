@@ -13,7 +13,8 @@ from pathlib import Path
 from pytest_sglang_perf.config.conditions import ConditionLimits
 from pytest_sglang_perf.gate.conditions import disturbance
 from pytest_sglang_perf.measurement.host_load import HostLoad, HostWatch, stall_shares, stall_totals
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
 
 STAT = ("cpu  {busy} 0 5000 {idle} 300 0 40 0 0 0\ncpu0 1 0 1 1 0 0 0 0 0 0\nintr 0\nctxt 1\nbtime 1\n"
@@ -41,8 +42,8 @@ def half_speed_run(**stalls: float) -> Result:
     """The readings of the half-speed run: few other runnable tasks, no steal, a load average of 12.38."""
     host = HostLoad(cores=2, runnable=0.4, busy=0.6, steal=0.0, iowait=0.05, load1=12.38, samples=40,
                     server_wait=0.01, client_wait=0.02, **stalls)
-    return Result("v", RequestParams("p", 10, 0.6, 0, 1, 0), "h", (), {"ttft": Summary.of([0.1])}, 1.0, True,
-                  host=host)
+    return Result("v", RequestParams(prompt="p", max_tokens=10, repeats=1, warmup=0), "h", (),
+                  {"ttft": Summary.of([0.1])}, 1.0, True, host=host)
 
 
 def test_the_stall_totals_are_read_from_the_kernels_text(tmp_path: Path) -> None:

@@ -10,7 +10,8 @@ import pytest
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
 from pytest_sglang_perf.measurement.loop_lag import LagMonitor, tail_lag
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.report.load import load_lines
@@ -65,7 +66,7 @@ def test_the_reads_stamps_are_said_summed_and_kept_only_when_counted() -> None:
 
 def test_a_result_whose_client_fell_behind_is_listed_with_a_warning() -> None:
     sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
-    params = RequestParams("p", 100, 0.6, 0, 1, 0)
+    params = RequestParams(prompt="p", max_tokens=100, repeats=1, warmup=0)
     result = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
                     client=ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0))
     lines = " ".join(" ".join(load_lines([("t.py::t", result)], simulated=False)).split())
@@ -89,7 +90,7 @@ def test_the_brief_count_says_whether_the_kernels_stamps_kept_the_timings(shared
     """One-stream cells whose client fell behind, at pytest's default verbosity: a lag changed no timing where every
     read carried the kernel's stamp and no chunk came in one read with the one before it."""
     sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
-    params = RequestParams("p", 100, 0.6, 0, 1, 0)
+    params = RequestParams(prompt="p", max_tokens=100, repeats=1, warmup=0)
     behind = [Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,
                      client=ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0, reads=60, kernel_stamped=60, chunks=99,
                                        shared=count)) for count in shared]
@@ -116,7 +117,7 @@ def test_the_brief_count_says_whether_the_kernels_stamps_kept_the_timings(shared
 def test_what_falling_behind_did_depends_on_whose_stamps_the_reads_carried(reads: int, stamped: int, chunks: int,
                                                                              shared: int, effect: str) -> None:
     sample = Sample(ttft=0.05, e2e=1.0, decode_time=0.95, completion_tokens=100, prompt_tokens=10, chunks=100)
-    params = RequestParams("p", 100, 0.6, 0, 4, 0)
+    params = RequestParams(prompt="p", max_tokens=100, repeats=4, warmup=0)
     client = ClientLoad(0.0005, 0.003, 0.004, 100, 0.9, 1.0, reads=reads, kernel_stamped=stamped, chunks=chunks,
                         shared=shared)
     result = Result("v", params, "h", (sample,), {"output_throughput": Summary.of([100.0])}, 1.0, False,

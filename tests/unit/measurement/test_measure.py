@@ -12,7 +12,7 @@ from sglang_stub import Script, StubServer
 
 from pytest_sglang_perf.measurement.client import RequestFailed, StreamRecord
 from pytest_sglang_perf.measurement.measure import build_result, measure, prompt_hash
-from pytest_sglang_perf.measurement.result import RequestParams
+from pytest_sglang_perf.measurement.request import RequestParams
 from pytest_sglang_perf.measurement.samples import Sample
 
 PARAMS = RequestParams(prompt="Write a red-black tree.", max_tokens=20, temperature=0.6, seed=3, repeats=3,

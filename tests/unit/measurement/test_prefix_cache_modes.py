@@ -18,7 +18,7 @@ from pytest_sglang_perf.measurement.cache_flush import CacheFlush, CacheFlushFai
 from pytest_sglang_perf.measurement.client import ChatRequest, RequestFailed, StreamAccumulator
 from pytest_sglang_perf.measurement.measure import measure, prompt_hash
 from pytest_sglang_perf.measurement.prefix_cache import cold_cache_problem, warm_cache_note
-from pytest_sglang_perf.measurement.result import RequestParams, RequestSettings
+from pytest_sglang_perf.measurement.request import RequestParams, RequestSettings
 from pytest_sglang_perf.measurement.rounds import run_requests
 from pytest_sglang_perf.measurement.samples import Sample
 

@@ -86,7 +86,8 @@ def test_kv_cache_dtype_bytes(value: str | None, expected: float | None) -> None
 
 
 def test_the_section_says_each_cells_ceiling_and_each_note_once_per_variant() -> None:
-    from pytest_sglang_perf.measurement.result import RequestParams, Result
+    from pytest_sglang_perf.measurement.request import RequestParams
+    from pytest_sglang_perf.measurement.result import Result
     from pytest_sglang_perf.report.roofline import roofline_lines
 
     params = RequestParams(prompt="p", max_tokens=8, temperature=0.6, seed=0, repeats=1, warmup=0)

@@ -9,7 +9,8 @@ from report_records import cell, result, variant_run
 
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.results_file import CellRecord
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.session.ab_rounds import AbRounds
 from pytest_sglang_perf.session.variant_run import VariantRun
 

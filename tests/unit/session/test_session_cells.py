@@ -18,7 +18,8 @@ from pytest_sglang_perf.config.settings import Settings
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.compare import FRESH_BOOT, SAME_SERVER, Verdict
 from pytest_sglang_perf.gate.identity import ServerIdentity
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import metric_values
 from pytest_sglang_perf.server.launcher import ServerProcess

@@ -13,7 +13,8 @@ from pytest_sglang_perf.hardware.bandwidth import BandwidthMeasurement
 from pytest_sglang_perf.hardware.facts import GpuFacts
 from pytest_sglang_perf.hardware.probe import ProbeReport
 from pytest_sglang_perf.measurement.metrics import EFFICIENCY
-from pytest_sglang_perf.measurement.result import RequestParams, Result
+from pytest_sglang_perf.measurement.request import RequestParams
+from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
 from pytest_sglang_perf.server.effective import EffectiveConfig
