@@ -11,12 +11,15 @@ builds its CLI from it and `sglang-perf check` falls back to it when SGLang is n
 from __future__ import annotations
 
 import argparse
+import enum
 import json
 import sys
 from typing import Any
 
 
 def _jsonable(value: Any) -> Any:
+    if isinstance(value, enum.Enum):
+        return _jsonable(value.value)
     if value is None or isinstance(value, bool | int | float | str):
         return value
     if isinstance(value, list | tuple):
@@ -56,7 +59,28 @@ def describe(action: argparse.Action) -> dict[str, Any]:
         "default": _jsonable(action.default),
         "required": bool(action.required),
         "deprecated": "Deprecated" in type(action).__name__,
+        **_extras(action),
     }
+
+
+_UNSET = object()
+
+
+def _extras(action: argparse.Action) -> dict[str, Any]:
+    """What SGLang's parser holds beyond argparse's common fields, written only where present: the flag a deprecated
+    option names as its replacement (`new_flag`), the value a deprecated const option stores (`const_value`), the
+    value of a bare `nargs="?"` option (`const`), and whether the option is left out of the usage (`hidden`)."""
+    out: dict[str, Any] = {}
+    if getattr(action, "new_flag", None) is not None:
+        out["new_flag"] = str(action.new_flag)  # type: ignore[attr-defined]
+    const_value = getattr(action, "const_value", _UNSET)
+    if const_value is not _UNSET:
+        out["const_value"] = _jsonable(const_value)
+    if action.nargs == "?":
+        out["const"] = _jsonable(action.const)
+    if action.help == argparse.SUPPRESS:
+        out["hidden"] = True
+    return out
 
 
 def main() -> int:

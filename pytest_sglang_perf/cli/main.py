@@ -52,6 +52,10 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--gpu", action="append", default=[], metavar="NAME",
                        help="GPU model the matrix will run on, e.g. 'H100' (default: the simulated GPU with "
                             "--simulate, else what nvidia-smi finds); the GPU count is checked against nvidia-smi only")
+    check.add_argument("--sglang-version", default=None, metavar="VERSION",
+                       help="check against that SGLang release's flags (its flag table, read from its wheel; the "
+                            "nearest older covered release's when it has none, said so), e.g. 0.5.19, instead of "
+                            "the installed SGLang's or the simulator's")
     _add_compare(sub)
     show = sub.add_parser("baselines", help="the stored baselines (as `baseline show`: per file and test, each "
                                             "variant's medians with units, when and where recorded)",
@@ -188,7 +192,7 @@ def _settings(command: str, config: Path | None, *, required: bool) -> Settings 
     return settings
 
 
-def check(config: Path | None, *, simulate: bool, gpus: Sequence[str]) -> int:
+def check(config: Path | None, *, simulate: bool, gpus: Sequence[str], version: str | None = None) -> int:
     """`sglang-perf check`: the session's pre-flight, as a command; 1 on an error, 2 on a configuration problem."""
     from pytest_sglang_perf.errors import SGLangPerfError
     from pytest_sglang_perf.server.plan import plan_server
@@ -198,7 +202,9 @@ def check(config: Path | None, *, simulate: bool, gpus: Sequence[str]) -> int:
     settings = _settings("check", config, required=True)
     if settings is None or isinstance(settings, int):
         return 2 if settings is None else settings
-    parser = choose_parser(simulate=simulate)
+    parser = choose_parser(simulate=simulate, version=version)
+    if parser.note is not None:
+        print(f"sglang-perf check: {parser.note}")
     target = _check_gpus(settings, simulate=simulate, named=gpus)
     try:
         plans = [plan_server(settings, variant, simulate=simulate) for variant in settings.variants]
@@ -245,7 +251,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if ns.command == "run":
         return run(ns.pytest_args, real=ns.real)
     if ns.command == "check":
-        return check(ns.config, simulate=ns.simulate, gpus=ns.gpu)
+        return check(ns.config, simulate=ns.simulate, gpus=ns.gpu, version=ns.sglang_version)
     if ns.command == "compare":
         return compare(ns.results, ns.after, reference=ns.reference, confidence=ns.confidence)
     if ns.command == "baseline":

@@ -22,7 +22,7 @@ from typing import BinaryIO
 from pytest_sglang_perf.config.settings import DEFAULT_STOP_GRACE
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.server.logfeed import LogFeed, attempt_header, last_attempt
-from pytest_sglang_perf.server.logscan import ProgressEvent, is_first_rank, progress_event
+from pytest_sglang_perf.server.logscan import ProgressEvent, is_first_rank, logical_lines, progress_event
 from pytest_sglang_perf.server.ports import free_port
 from pytest_sglang_perf.server.probe import http_status, listens_on, port_open
 from pytest_sglang_perf.server.process_tree import ProcessTree, exit_reason, kill, terminate
@@ -343,7 +343,7 @@ class ServerProcess:
     def _scan_log(self) -> None:
         assert self._feed is not None
         for line in self._feed.new_lines():
-            for segment in line.split("\r"):
+            for segment in logical_lines(line):  # progress bars, and another rank's line glued to this one
                 self._port_conflict |= any(marker in segment.lower() for marker in _PORT_IN_USE)
                 event = progress_event(segment, 0.0) if is_first_rank(segment) else None
                 if event is not None and event.phase != "ready":  # readiness is the probe's call

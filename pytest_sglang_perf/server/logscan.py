@@ -13,6 +13,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from pytest_sglang_perf.server.logfeed import ATTEMPT_HEADER
+
 PHASES = (
     "launched", "loading_weights", "weights_loaded", "kv_cache", "capturing_graphs",
     "graphs_captured", "http_up", "warming_up", "ready",
@@ -66,6 +68,28 @@ class ProgressEvent:
     """Human text, e.g. "weights loaded (12.34 s, type=Qwen3ForCausalLM)"."""
     elapsed: float
     """Seconds since launch."""
+
+
+_GLUED = re.compile(
+    r"(?<=.)(?=\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] )"
+    r"|(?<=.)(?=Fatal Python error: )"
+)
+"""Where a line written without its newline ends and the next one starts on the same physical line: another
+rank's SGLang prefix, or Python's fatal-error banner after a progress bar (a `\r` ends the other kind)."""
+
+
+def logical_lines(text: str) -> list[str]:
+    """The lines a log holds as its writers meant them: split at newlines, at carriage returns (a progress bar
+    redrawn in place: each drawing a line of its own) and where an unterminated write is followed on the same
+    physical line by an SGLang-prefixed line or a `Fatal Python error` (_GLUED). Blank pieces are dropped."""
+    out = []
+    for physical in text.splitlines():
+        if physical.startswith(ATTEMPT_HEADER):  # the launcher's own line: its stamp is not another line
+            out.append(physical)
+            continue
+        for piece in physical.split("\r"):
+            out += [part for part in _GLUED.split(_ANSI.sub("", piece)) if part.strip()]
+    return out
 
 
 def strip_prefix(line: str) -> str:
@@ -170,7 +194,7 @@ _BOOT_DONE = re.compile(r"^(?:max_total_num_tokens=\d+, |Engine startup timings 
 
 def first_rank_messages(text: str) -> list[str]:
     """The messages (prefix stripped) of a log's first-rank lines: a TP8 server says each thing once, not 8 times."""
-    return [strip_prefix(line) for line in text.splitlines() if is_first_rank(line)]
+    return [strip_prefix(line) for line in logical_lines(text) if is_first_rank(line)]
 
 
 def last_boot(text: str) -> list[str]:

@@ -98,6 +98,7 @@ def check_variant(name: str, args: Sequence[str], parser: ArgParser, *, gpu_name
     except ParseError as exc:
         return [Finding(name, Level.ERROR, _explain(str(exc), parser))]
     findings = [Finding(name, Level.WARNING, m) for m in _repeated(args, argparser)]
+    findings += [Finding(name, Level.WARNING, m) for m in _deprecated(args, argparser, parser.version)]
     findings += [Finding(name, level, m) for level, m in _combinations(args, rules, argparser, target.names,
                                                                        model_config)]
     too_many = _gpu_count(args, namespace, parser, target)
@@ -114,7 +115,8 @@ def suggest_for_message(text: str, source: ArgParser) -> list[str]:
     parser, rules = source.make(), load_rules(source.version)
     unknown = _UNRECOGNIZED.search(text)
     if unknown:
-        hints = [_suggest(flag, parser, rules) for flag in unknown["args"].split() if flag.startswith("-")]
+        hints = [_suggest(flag, parser, rules, source.version) for flag in unknown["args"].split()
+                 if flag.startswith("-")]
         return [hint for hint in hints if hint]
     ambiguous = _AMBIGUOUS.search(text)
     if ambiguous:
@@ -123,11 +125,14 @@ def suggest_for_message(text: str, source: ArgParser) -> list[str]:
     return []
 
 
-def _suggest(flag: str, parser: argparse.ArgumentParser, rules: SGLangRules) -> str | None:
+def _suggest(flag: str, parser: argparse.ArgumentParser, rules: SGLangRules, version: str) -> str | None:
     name = flag.split("=", 1)[0]
-    renamed = rules.renamed_flags.get(name)
+    renamed = rules.renamed_flags.get(name) if rules.sglang_version in (None, version) else None
+    past = _history(name, parser, version)
     if renamed:
-        return f"{name} was renamed: use {renamed}"
+        return f"{name} was renamed: use {renamed}" + (f" ({past})" if past else "")
+    if past:
+        return past
     if name.startswith(KNOB_PREFIX):
         return (f"{name} is a knob of the plugin's simulator, not an SGLang flag: put it in {SIMULATE_ARGS} "
                 "(used only with --sglang-simulate)")
@@ -135,21 +140,55 @@ def _suggest(flag: str, parser: argparse.ArgumentParser, rules: SGLangRules) -> 
     return f"{name}: did you mean {' or '.join(close)}?" if close else None
 
 
+def _history(name: str, parser: argparse.ArgumentParser, version: str) -> str | None:
+    """What the covered SGLang releases say became of a flag this version does not know (flag_history.py)."""
+    from pytest_sglang_perf.sglang_facts.flag_history import load_history
+
+    history = load_history()
+    if history is None:
+        return None
+    known = {option: action.choices for action in parser._actions for option in action.option_strings}
+    try:
+        return history.hint(name, version, {k: None if v is None else list(v) for k, v in known.items()})
+    except ValueError:  # a version number the history cannot place (a development build)
+        return None
+
+
 def _option_strings(parser: argparse.ArgumentParser) -> list[str]:
     return [s for action in parser._actions for s in action.option_strings if s.startswith("--")]
 
 
 def _repeated(args: Sequence[str], parser: argparse.ArgumentParser) -> list[str]:
-    seen: dict[str, tuple[str, tuple[str, ...]]] = {}
+    seen: dict[str, tuple[str, str]] = {}
     messages = []
     for given in given_flags(args, parser):
-        dest = given.action.dest
-        if dest in seen and seen[dest][1] != given.values:
-            first_flag, first_values = seen[dest]
-            messages.append(f"{first_flag} is given twice with different values ({' '.join(first_values)!r}, then "
-                            f"{' '.join(given.values)!r}); SGLang uses the last one: drop one of them")
-        seen[dest] = (given.flag, given.values)
+        dest, value = given.action.dest, _value_text(given.flag, given.action, given.values)
+        if dest in seen and seen[dest][1] != value:
+            first_flag, first_value = seen[dest]
+            messages.append(f"{first_flag} is given twice with different values ({first_value}, then {value}); "
+                            "SGLang uses the last one: drop one of them")
+        seen[dest] = (given.flag, value)
     return messages
+
+
+def _value_text(flag: str, action: argparse.Action, values: Sequence[str]) -> str:
+    """What a flag sets, as the finding quotes it: its values, or the value a deprecated option stores under
+    another flag's field (`'tc_piecewise' (by --enforce-piecewise-cuda-graph)`)."""
+    const_value = getattr(action, "const_value", None)
+    if not values and const_value is not None:
+        return f"{str(getattr(const_value, 'value', const_value))!r} (by {flag})"
+    return repr(" ".join(values))
+
+
+def _deprecated(args: Sequence[str], parser: argparse.ArgumentParser, version: str) -> list[str]:
+    """Each deprecated option given, with the replacement SGLang names for it (its `new_flag`)."""
+    out = []
+    for given in given_flags(args, parser):
+        if "Deprecated" in type(given.action).__name__:
+            new_flag = getattr(given.action, "new_flag", None)
+            instead = f": SGLang names {new_flag} instead" if new_flag else ""
+            out.append(f"{given.flag} is deprecated in SGLang {version}{instead}")
+    return out
 
 
 def _combinations(args: Sequence[str], rules: SGLangRules, parser: argparse.ArgumentParser,

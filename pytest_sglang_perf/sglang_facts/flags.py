@@ -24,16 +24,8 @@ from pytest_sglang_perf.sglang_facts.converters import converter
 
 DEFAULT_TABLE = Path(__file__).resolve().parent / "data" / "sglang-0.5.23-flags.json"
 
-_DEPRECATION_HINTS: Mapping[str, str] = {
-    "disable_cuda_graph": "--cuda-graph-backend-{decode,prefill}=disabled",
-    "enable_dp_attention": "--attn-dp-size <dp-size>",
-    "enable_amd_monokernel": "--enable-amd-monokernel",
-}
-"""The `new_flag=` SGLang's server_args.py registers each deprecated option with (not in the flag table)."""
-_OPTIONAL_VALUE_CONSTS: Mapping[str, Any] = {"model_checksum": ""}
-"""The `const=` of SGLang's `nargs="?"` options (the value of the bare flag; not in the flag table)."""
-_HIDDEN_DESTS = frozenset({"forward_pass_metrics_worker_id", "forward_pass_metrics_ipc_name"})
-"""Options SGLang registers with `help=argparse.SUPPRESS` (absent from its usage line; not in the flag table)."""
+_ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "<absent>"})()
+"""A table entry without the key (distinct from a JSON null)."""
 
 
 class FlagTableError(SGLangPerfError):
@@ -52,6 +44,14 @@ class FlagSpec:
     required: bool = False
     action_class: str | None = None
     deprecated: bool = False
+    new_flag: str | None = None
+    """What a deprecated option names instead (SGLang's `new_flag=`): its warning says `Use '<new_flag>' instead.`"""
+    const_value: Any = _ABSENT
+    """The value a deprecated const option stores (SGLang's `const_value=`); _ABSENT where it has none."""
+    const: Any = _ABSENT
+    """The value of a bare `nargs="?"` option; _ABSENT for another option."""
+    hidden: bool = False
+    """Registered with `help=argparse.SUPPRESS`: absent from the usage line."""
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FlagSpec:
@@ -61,7 +61,9 @@ class FlagSpec:
             type=data.get("type"), nargs=data.get("nargs"),
             choices=None if choices is None else tuple(choices), default=data.get("default"),
             required=bool(data.get("required", False)), action_class=data.get("action_class"),
-            deprecated=bool(data.get("deprecated", False)),
+            deprecated=bool(data.get("deprecated", False)), new_flag=data.get("new_flag"),
+            const_value=data.get("const_value", _ABSENT), const=data.get("const", _ABSENT),
+            hidden=bool(data.get("hidden", False)),
         )
 
 
@@ -87,6 +89,15 @@ def load_flag_table(path: Path | str = DEFAULT_TABLE) -> FlagTable:
         raise FlagTableError(f"malformed SGLang flag table {path}: {exc!r}") from None
 
 
+def table_for(version: str) -> tuple[FlagTable, str | None]:
+    """The flag table of SGLang `version`, or of the covered version that serves it (versions.py), with the line
+    that says so (None for the version's own table)."""
+    from pytest_sglang_perf.sglang_facts.versions import facts_version
+
+    chosen = facts_version(version, "flags")
+    return load_flag_table(DEFAULT_TABLE.with_name(f"sglang-{chosen.used}-flags.json")), chosen.note
+
+
 def build_sglang_parser(table: FlagTable, full_help: Callable[[], str] | None = None) -> argparse.ArgumentParser:
     """Exactly SGLang's options (errors and usage read as SGLang's). `full_help`, when given, is what `-h/--help`
     prints instead of this parser's own help (the simulator lists its knobs there too)."""
@@ -101,29 +112,35 @@ def build_sglang_parser(table: FlagTable, full_help: Callable[[], str] | None = 
 
 def add_option(parser: argparse.ArgumentParser, spec: FlagSpec) -> None:
     kwargs: dict[str, Any] = {"dest": spec.dest, "default": spec.default}
-    if spec.dest in _HIDDEN_DESTS:
+    if spec.hidden:
         kwargs["help"] = argparse.SUPPRESS
     if spec.action == "boolean_optional":
         flags = [f for f in spec.flags if not f.startswith("--no-")]
         parser.add_argument(*flags, action=argparse.BooleanOptionalAction, **kwargs)
     elif spec.action in ("store_true", "store_false", "store_const", "append_const"):
-        parser.add_argument(*spec.flags, action=_flag_action(spec), **kwargs)
+        parser.add_argument(*spec.flags, **_flag_action(spec), **kwargs)
     elif spec.action == "count":
         parser.add_argument(*spec.flags, action="count", **kwargs)
     else:
         parser.add_argument(*spec.flags, **kwargs, **_value_kwargs(spec))
 
 
-def _flag_action(spec: FlagSpec) -> Any:
+def _flag_action(spec: FlagSpec) -> dict[str, Any]:
+    if spec.action_class == "DeprecatedStoreConstAction":
+        return {"action": DeprecatedStoreConstAction, "new_flag": spec.new_flag, "nargs": 0,
+                "const_value": True if spec.const_value is _ABSENT else spec.const_value}
     if spec.deprecated:
-        return DeprecatedStoreTrueAction
-    return "store_false" if spec.action == "store_false" else "store_true"
+        return {"action": DeprecatedStoreTrueAction, "new_flag": spec.new_flag}
+    return {"action": "store_false" if spec.action == "store_false" else "store_true"}
 
 
 def _value_kwargs(spec: FlagSpec) -> dict[str, Any]:
     kwargs: dict[str, Any] = {"required": spec.required}
     if spec.action_class == "DeprecatedStoreConstAction":
-        kwargs["action"] = DeprecatedStoreConstAction
+        kwargs.update(action=DeprecatedStoreConstAction, new_flag=spec.new_flag,
+                      const_value=True if spec.const_value is _ABSENT else spec.const_value)
+    elif spec.action_class == "DeprecatedAliasStoreAction":
+        kwargs.update(action=DeprecatedAliasStoreAction, new_flag=spec.new_flag)
     elif spec.action_class == "LoRAPathAction":
         kwargs["action"] = LoRAPathAction
     elif spec.action == "append":
@@ -133,21 +150,29 @@ def _value_kwargs(spec: FlagSpec) -> dict[str, Any]:
         kwargs["type"] = type_func
     if spec.nargs is not None and spec.nargs != 0:
         kwargs["nargs"] = spec.nargs
-    if spec.nargs == "?" and spec.dest in _OPTIONAL_VALUE_CONSTS:
-        kwargs["const"] = _OPTIONAL_VALUE_CONSTS[spec.dest]
+    if spec.nargs == "?" and spec.const is not _ABSENT:
+        kwargs["const"] = spec.const
     if spec.choices is not None:
         kwargs["choices"] = list(spec.choices)
     return kwargs
 
 
-def _warn_deprecated(option_string: str | None, dest: str) -> None:
-    hint = _DEPRECATION_HINTS.get(dest)
-    replacement = f" Use '{hint}' instead." if hint else ""
+def _warn_deprecated(option_string: str | None, new_flag: str | None) -> None:
+    replacement = f" Use '{new_flag}' instead." if new_flag else ""
     message = f"'{option_string}' is deprecated and will be removed in a future release.{replacement}"
     print(f"\033[1;33m{message}\033[0m", file=sys.stderr, flush=True)
 
 
-class DeprecatedStoreTrueAction(argparse.Action):
+class _Deprecated(argparse.Action):
+    """A deprecated option as SGLang registers it: it names its replacement (`new_flag`) and warns when used."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, new_flag: str | None = None,
+                 **kwargs: Any) -> None:
+        self.new_flag = new_flag
+        super().__init__(option_strings, dest, **kwargs)
+
+
+class DeprecatedStoreTrueAction(_Deprecated):
     """A retired boolean that still stores True and warns, like SGLang's DeprecatedStoreTrueAction."""
 
     def __init__(self, option_strings: Sequence[str], dest: str, **kwargs: Any) -> None:
@@ -156,17 +181,32 @@ class DeprecatedStoreTrueAction(argparse.Action):
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        _warn_deprecated(option_string, self.dest)
+        _warn_deprecated(option_string, self.new_flag)
         setattr(namespace, self.dest, True)
 
 
-class DeprecatedStoreConstAction(argparse.Action):
-    """A retired valued flag whose only accepted value became a boolean (`--monokernel-backend amd`)."""
+class DeprecatedStoreConstAction(_Deprecated):
+    """An old boolean whose replacement is one value of a valued flag: it stores that value (`const_value`) in the
+    new flag's field (SGLang's DeprecatedStoreConstAction; `--enforce-piecewise-cuda-graph` in 0.5.19 stores
+    `tc_piecewise` in `cuda_graph_backend_prefill`)."""
+
+    def __init__(self, option_strings: Sequence[str], dest: str, const_value: Any = True, **kwargs: Any) -> None:
+        self.const_value = const_value
+        super().__init__(option_strings, dest, **kwargs)
 
     def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
                  values: Any, option_string: str | None = None) -> None:
-        _warn_deprecated(option_string, self.dest)
-        setattr(namespace, self.dest, True)
+        _warn_deprecated(option_string, self.new_flag)
+        setattr(namespace, self.dest, self.const_value)
+
+
+class DeprecatedAliasStoreAction(_Deprecated):
+    """An old name of a valued flag: it stores its value in the new flag's field and warns."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace,
+                 values: Any, option_string: str | None = None) -> None:
+        _warn_deprecated(option_string, self.new_flag)
+        setattr(namespace, self.dest, values)
 
 
 class LoRAPathAction(argparse.Action):

@@ -15,6 +15,8 @@ class ArgParser:
     source: str
     version: str
     make: Callable[[], argparse.ArgumentParser]
+    note: str | None = None
+    """Why the facts are another version's than the one asked for (sglang_facts/versions.py), or None."""
 
 
 def installed_sglang_parser() -> ArgParser | None:
@@ -33,19 +35,21 @@ def installed_sglang_parser() -> ArgParser | None:
     return ArgParser(f"the installed SGLang {__version__}", str(__version__), make)
 
 
-def flag_table_parser() -> ArgParser:
-    """The parser of the SGLang version the simulator models, from the shipped flag table."""
-    from pytest_sglang_perf.sglang_facts.flags import build_sglang_parser, load_flag_table
+def flag_table_parser(version: str | None = None) -> ArgParser:
+    """The parser of SGLang `version` from its flag table (read from the release's wheel; the nearest older covered
+    version's where it has none, said in `note`); None: the version the simulator models."""
+    from pytest_sglang_perf.sglang_facts.flags import build_sglang_parser, load_flag_table, table_for
 
-    table = load_flag_table()
+    table, note = (load_flag_table(), None) if version is None else table_for(version)
     return ArgParser(f"the flag table of SGLang {table.sglang_version}", table.sglang_version,
-                     lambda: build_sglang_parser(table))
+                     lambda: build_sglang_parser(table), note)
 
 
-def choose_parser(*, simulate: bool) -> ArgParser:
-    """The simulator's flags when simulating; else the installed SGLang's, falling back to the table."""
-    if not simulate:
+def choose_parser(*, simulate: bool, version: str | None = None) -> ArgParser:
+    """The flag table of `version` when given (`sglang-perf check --sglang-version`) or when simulating (the version
+    the simulator models); else the installed SGLang's own parser, falling back to the table."""
+    if not simulate and version is None:
         installed = installed_sglang_parser()
         if installed is not None:
             return installed
-    return flag_table_parser()
+    return flag_table_parser(version)

@@ -7,6 +7,8 @@ resolve each flag as written to the option argparse picks, so that callers can r
 from __future__ import annotations
 
 import argparse
+import contextlib
+import io
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, NoReturn
@@ -48,8 +50,10 @@ def raising_parser(source: ArgParser) -> argparse.ArgumentParser:
 
 
 def parse_command_line(args: Sequence[str], parser: argparse.ArgumentParser) -> argparse.Namespace:
-    """`args` as the server's parser reads them (the model path, which the plugin adds, stands in)."""
-    return parser.parse_args(["--model-path", "m", *args])
+    """`args` as the server's parser reads them (the model path, which the plugin adds, stands in). What SGLang's
+    deprecated options print while parsing is not shown: the pre-flight check reports them as findings."""
+    with contextlib.redirect_stderr(io.StringIO()):
+        return parser.parse_args(["--model-path", "m", *args])
 
 
 def requested_flags(args: Sequence[str], source: ArgParser) -> list[Requested]:

@@ -170,9 +170,18 @@ class SGLangRules:
 
 @cache
 def load_rules(version: str) -> SGLangRules:
-    """The rules of an SGLang version; those of 0.5.23 for a version without its own file."""
-    path = DATA / f"sglang-{version}-rules.json"
-    return read_rules(path if path.is_file() else DATA / f"sglang-{DEFAULT_VERSION}-rules.json")
+    """The rules of an SGLang version: its own file, else the covered version's that serves it (the nearest older,
+    or the oldest: sglang_facts/versions.py; `rules_note` says which)."""
+    from pytest_sglang_perf.sglang_facts.versions import facts_version
+
+    return read_rules(DATA / f"sglang-{facts_version(version, 'rules').used}-rules.json")
+
+
+def rules_note(version: str) -> str | None:
+    """The line that says another version's rules judge SGLang `version`, or None when it has its own."""
+    from pytest_sglang_perf.sglang_facts.versions import facts_version
+
+    return facts_version(version, "rules").note
 
 
 def read_rules(path: Path) -> SGLangRules:

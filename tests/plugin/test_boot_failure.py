@@ -55,7 +55,8 @@ def test_unknown_flag_fails_the_preflight_and_starts_no_server(pytester: pytest.
     ])
     _unwrapped(result).fnmatch_lines([
         "sglang-perf: pre-flight [[]old_flag[]] error: unrecognized arguments: --enforce-piecewise-cuda-graph*"
-        "was renamed: use --cuda-graph-backend-prefill breakable",
+        "was renamed: use --cuda-graph-backend-prefill breakable*there it was deprecated for "
+        "--cuda-graph-backend-prefill=tc_piecewise*",
     ])
     assert "] ready in " in result.stdout.str() and "[old_flag] ready" not in result.stdout.str()  # only the good
     assert server_processes(pytester.path) == []

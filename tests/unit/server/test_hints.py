@@ -34,7 +34,10 @@ def test_timeout_names_the_phase() -> None:
 def test_unknown_flag_in_the_log_gets_the_new_name() -> None:
     tail = ["sglang serve: error: unrecognized arguments: --enforce-piecewise-cuda-graph"]
     hints = boot_hints("exited with code 2 during boot", tail, flag_table_parser())
-    assert hints == ["--enforce-piecewise-cuda-graph was renamed: use --cuda-graph-backend-prefill breakable"]
+    assert hints == ["--enforce-piecewise-cuda-graph was renamed: use --cuda-graph-backend-prefill breakable "
+                     "(--enforce-piecewise-cuda-graph is gone after SGLang 0.5.19 (this is 0.5.23); there it was "
+                     "deprecated for --cuda-graph-backend-prefill=tc_piecewise; 0.5.23's --cuda-graph-backend-prefill "
+                     "has no tc_piecewise (it takes full, breakable, disabled))"]
 
 
 def test_no_hint_for_an_unknown_failure() -> None:
