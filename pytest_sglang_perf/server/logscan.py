@@ -23,8 +23,13 @@ PHASES = (
 
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX = re.compile(
-    r"^\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ?"
+    r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\) )?"  # Ray's actor tag, where SGLang runs in a Ray actor
+    r"(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ?"
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? [A-Z]+ \d+ \[ ?(?P<ranks2>(?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\] )?"
 )
+"""SGLang's line prefix `[YYYY-MM-DD HH:MM:SS(.mmm)( DP0)( TP1)...] `; also a logging format that puts the ranks
+before the source file (`2025-10-29 02:27:35 INFO 8900 [ DP15 TP15 EP15 scheduler_metrics_mixin.py:222] `, seen
+in a published H20 log), and Ray's `(SGLangEngine pid=952, ip=...) ` actor tag before either."""
 _RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 _LEVEL = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
 KV_CACHE_LINE = re.compile(
@@ -53,9 +58,16 @@ def key_values(text: str) -> dict[str, str]:
     return dict(KEY_VALUE.findall(text))
 
 
+OLD_GRAPH_NAMES = {"piecewise": "prefill"}
+"""Graph names of older SGLang: 0.5.12's `Capture piecewise CUDA graph begin/end` (model_runner.py) is the prefill
+graph."""
+
+
 def graph_name(m: re.Match[str]) -> str:
-    """The graph a capture line names; the old `Capture cuda graph ...` lines name none: the decode graph."""
-    return m["what"] or "decode"
+    """The graph a capture line names; the old `Capture cuda graph ...` lines name none: the decode graph; the older
+    names mean today's (OLD_GRAPH_NAMES)."""
+    name = m["what"] or "decode"
+    return OLD_GRAPH_NAMES.get(name, name)
 
 
 @dataclass(frozen=True)
@@ -72,10 +84,12 @@ class ProgressEvent:
 
 _GLUED = re.compile(
     r"(?<=.)(?=\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?(?: [A-Z][A-Z_]*\d+)*\] )"
-    r"|(?<=.)(?=Fatal Python error: )"
+    r"|(?<=\S)(?=Fatal Python error: )"
+    r"|(?<=[^\]\s] )(?=max_total_num_tokens=\d)"
 )
 """Where a line written without its newline ends and the next one starts on the same physical line: another
-rank's SGLang prefix, or Python's fatal-error banner after a progress bar (a `\r` ends the other kind)."""
+rank's SGLang prefix, Python's fatal-error banner after a progress bar, or the scheduler's capacity line after a
+capture line (a carriage return ends the other kind)."""
 
 
 def logical_lines(text: str) -> list[str]:
@@ -103,7 +117,7 @@ def line_ranks(line: str) -> dict[str, int]:
     match = _PREFIX.match(_ANSI.sub("", line).strip())
     if match is None:
         return {}
-    return {name: int(num) for name, num in _RANK.findall(match.group("ranks"))}
+    return {name: int(num) for name, num in _RANK.findall(match.group("ranks") or match.group("ranks2") or "")}
 
 
 def is_first_rank(line: str) -> bool:
@@ -116,7 +130,8 @@ def _weights_begin(m: re.Match[str]) -> str:
 
 
 def _weights_end(m: re.Match[str]) -> str:
-    return f"weights loaded ({m['elapsed']} s, type={m['type']})"
+    seconds = f"{m['elapsed']} s, " if m["elapsed"] else ""  # older SGLang: no elapsed=
+    return f"weights loaded ({seconds}type={m['type']})"
 
 
 def _weights_committed(m: re.Match[str]) -> str:
@@ -161,7 +176,7 @@ def _fired_up(m: re.Match[str]) -> str:
 _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     ("loading_weights", re.compile(r"^Load weight begin\. avail mem=(?P<mem>[\d.]+) GB"), _weights_begin),
     ("weights_loaded",
-     re.compile(r"^Load weight end\. elapsed=(?P<elapsed>[\d.]+) s, type=(?P<type>[^,\s]+)"), _weights_end),
+     re.compile(r"^Load weight end\.(?: elapsed=(?P<elapsed>[\d.]+) s,)? type=(?P<type>[^,\s]+)"), _weights_end),
     ("weights_loaded",
      re.compile(r"^Load weight end\. Committed real weights after CUDA graph capture in (?P<elapsed>[\d.]+) s"),
      _weights_committed),

@@ -39,7 +39,8 @@ def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str, log_seen: b
     if captured:
         seconds = sum(c.seconds or 0.0 for c in captured)
         sizes = next((c.batch_sizes for c in captured if c.batch_sizes), None)
-        detail = f", bs {sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)" if sizes else ""
+        unit = "tokens" if phase == "prefill" else "bs"  # the prefill graph is captured per token count
+        detail = f", {unit} {sizes[0]}..{sizes[-1]} ({len(sizes)} sizes)" if sizes else ""
         name = "not reported" if backend is MISSING else str(backend)
         return f"{name} (captured in {seconds:.2f} s{detail})"
     if backend is MISSING:

@@ -19,19 +19,31 @@ from pytest_sglang_perf.server.logscan import (
     KEY_VALUE,
     KV_CACHE_LINE,
     NUMBER,
-    first_rank_messages,
     graph_name,
     key_values,
     last_boot,
+    strip_prefix,
 )
 
 _TIMINGS = re.compile(r"Engine startup timings \(s\): (?P<body>.*)$", re.MULTILINE)
 _GRAPH_TIMINGS = re.compile(r"cuda_graph=\{(?P<graphs>[^}]*)\}")
 _CAPACITY = re.compile(r"^max_total_num_tokens=\d+, .*$", re.MULTILINE)
 _LOAD_END = re.compile(rf"^Load weight end\. elapsed=(?P<seconds>{NUMBER}) s", re.MULTILINE)
+_LOAD_END_MEM = re.compile(rf"^Load weight end\..*?\bmem usage=(?P<gb>-?{NUMBER}) GB", re.MULTILINE)
+"""The weights' memory of the first `Load weight end` line (`mem usage=-0.01 GB` is a real reading: kept)."""
+_CAPTURE_BS = re.compile(r"^Capture \w+ graph bs \[(?P<sizes>[\d,\s]*)\]", re.MULTILINE)
+"""Older SGLang's line of the decode graph's batch sizes (`Capture cuda graph bs [1, 2, 4, ...]`, `npu graph` on an
+NPU), before its capture-end line (which then names none)."""
+_GRAPH_FAILED = re.compile(r"(?:^Capture \w+ graph failed\b|cuda_graph_runner\.py\", line \d+, in capture\b)",
+                           re.MULTILINE | re.IGNORECASE)
+"""The decode graph's capture failed: SGLang's `Capture cuda graph failed: ...`, or a traceback through the graph
+runner's capture."""
 _KV_SIZE = re.compile(rf"\b(?P<name>K|V|KV) size: (?P<gb>{NUMBER}) GB")
-_BATCH_SIZES = re.compile(r"\bbs=\[(?P<sizes>[\d,\s]*)\]")
-_MEM_USAGE = re.compile(rf"\bmem usage=(?P<gb>{NUMBER}) GB")
+_BATCH_SIZES = re.compile(r"\b(?:bs|num_tokens)=\[(?P<sizes>[\d,\s]*)\]")
+"""A capture line's sizes: `bs=[...]` (a decode graph), `num_tokens=[...]` (the prefill graph, 0.5.23's
+cuda_graph_setup.py)."""
+_MEM_USAGE = re.compile(rf"\bmem usage=(?P<gb>-?{NUMBER}) GB")
+"""Free memory before minus after: slightly negative when the allocator gave some back (`mem usage=-0.01 GB`)."""
 _PREFILL_SKIPPED = re.compile(r"^Disable (?:target )?prefill CUDA graph because (?P<why>.*)$", re.MULTILINE)
 TARGET_GRAPHS = {"prefill": ("target prefill", "prefill"), "decode": ("target decode", "target verify", "decode")}
 """The names (GraphCapture.graph) of the target model's graph of each phase, in order of preference: with
@@ -78,6 +90,18 @@ class GraphCapture:
 
 
 @dataclass(frozen=True)
+class KvPool:
+    """One `KV Cache is allocated` line: its tokens and its K + V (or KV) size, GB."""
+
+    tokens: int
+    gb: float | None
+    dtype: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "gb": self.gb, "dtype": self.dtype}
+
+
+@dataclass(frozen=True)
 class StartupFacts:
     """What SGLang logged about its own boot; a value it did not log is None (an empty tuple for the lists)."""
 
@@ -111,6 +135,12 @@ class StartupFacts:
     """Sum of `Engine startup timings` cuda_graph={...}, else of the captures' seconds."""
     prefill_graph_skipped: tuple[str, ...] = ()
     """Reasons of `Disable prefill CUDA graph because <reason>` lines (capture-time fallback to eager)."""
+    weights_mem_gb: float | None = None
+    """The first rank's weight memory (`mem usage=` of the first `Load weight end` line), GB; may be negative."""
+    kv_pools: tuple[KvPool, ...] = ()
+    """Every `KV Cache is allocated` line of the boot (a hybrid model's pools each on its own line)."""
+    graph_failed: bool | None = None
+    """True when the log shows the decode graph's capture failing; None otherwise (never read as False)."""
 
     def target_captures(self, phase: str) -> list[GraphCapture]:
         """The captures of the target model's `prefill` or `decode` graph (draft graphs aside)."""
@@ -128,6 +158,7 @@ class StartupFacts:
         data["captures"] = [capture.to_dict() for capture in self.captures]
         data["captured_decode_bs"] = None if self.captured_decode_bs is None else list(self.captured_decode_bs)
         data["prefill_graph_skipped"] = list(self.prefill_graph_skipped)
+        data["kv_pools"] = [pool.to_dict() for pool in self.kv_pools]
         return data
 
 
@@ -247,10 +278,25 @@ def startup_facts(text: str) -> StartupFacts:
     if facts.get("load_weight") is None:
         facts["load_weight"] = _load_weight(messages)
     facts.update(_graph_facts(lines, facts.get("cuda_graph")))
-    return StartupFacts(**facts, prefill_graph_skipped=_prefill_skipped(messages))
+    if facts["captured_decode_bs"] is None:
+        facts["captured_decode_bs"] = _batch_sizes_line(messages)
+    return StartupFacts(**facts, prefill_graph_skipped=_prefill_skipped(messages),
+                        weights_mem_gb=_weights_mem(messages), kv_pools=_kv_pools(messages),
+                        graph_failed=True if _GRAPH_FAILED.search(text) is not None else None)
 
 
-_BATCH_GRAPH = re.compile(r"^(?P<kind>Prefill|Decode) batch(?: \[[^\]]*\])?, .*?\b\w+ graph: (?P<used>True|False)\b")
+def _weights_mem(text: str) -> float | None:
+    match = _LOAD_END_MEM.search(text)
+    return None if match is None else float(match["gb"])
+
+
+def _kv_pools(text: str) -> tuple[KvPool, ...]:
+    return tuple(KvPool(int(m["tokens"]), _kv_gb(m["sizes"]), m["dtype"]) for m in KV_CACHE_LINE.finditer(text))
+
+
+def _batch_sizes_line(text: str) -> tuple[int, ...] | None:
+    match = _CAPTURE_BS.search(text)
+    return None if match is None else tuple(int(size) for size in match["sizes"].split(",") if size.strip())
 
 
 @dataclass(frozen=True)
@@ -269,14 +315,16 @@ class GraphUse:
 
 
 def graph_use(text: str) -> GraphUse:
-    """Runtime proof of graph use: the batch lines of a log text (all of it: pass the part for one window), first
-    rank only. A `Prefill batch` line says whether the prefill graph ran; a `Decode batch` line, logged once per
-    `--decode-log-interval` steps, whether the decode graph ran for the step that closed its window."""
+    """Runtime proof of graph use: the batch lines of a log text (all of it: pass the part for one window), of rank 0
+    (with DP attention, each DP group's lead rank: server/batch_lines.py). A `Prefill batch` line says whether the
+    prefill graph ran; a `Decode batch` line, logged once per `--decode-log-interval` steps, whether the decode graph
+    ran for the step that closed its window. Older wordings (`Decode batch.`) count too."""
+    from pytest_sglang_perf.server.batch_lines import batch_lines, group_leads
+
     counts = {key: 0 for key in ("prefill_true", "prefill_false", "decode_true", "decode_false")}
-    for message in first_rank_messages(text):
-        match = _BATCH_GRAPH.match(message)
-        if match is not None:
-            counts[f"{match['kind'].lower()}_{match['used'].lower()}"] += 1
+    for batch in group_leads(batch_lines(text)):
+        if batch.graph is not None:
+            counts[f"{batch.kind.lower()}_{str(batch.graph).lower()}"] += 1
     return GraphUse(**counts)
 
 
@@ -289,14 +337,50 @@ _EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::
 
 
 def boot_failure_cause(log_tail: Sequence[str]) -> str | None:
-    """The line of a failed boot's log tail that says why, to show above the tail: the simulator's first own error
-    line, else argparse's error line (last, after up to hundreds of usage lines), else the last traceback line."""
-    lines = [line.strip() for line in log_tail]
+    """The line of a failed server's log that says why, to show above the tail (pass the whole log's lines: a cause
+    may be far from the end): the simulator's first own error line, else argparse's error line (last, after up to
+    hundreds of usage lines), else a hard crash's `Fatal Python error` (the first: a dying process group prints
+    several), else NCCL's first `NCCL WARN` line, else the last line of a traceback, of a C++ exception
+    (`what(): ...`) or of SGLang's `... failed with error: ...`, else SGLang's `Scheduler hit an exception` line (a
+    traceback whose end is not in the log)."""
+    lines = [strip_prefix(line) for line in log_tail]
     simulator = next((line for line in lines if _SIMULATOR_CAUSE.match(line)), None)
     if simulator is not None:
         return simulator
-    for pattern in (_ARGPARSE_ERROR, _EXCEPTION):
-        found = [line for line in lines if pattern.match(line)]
-        if found:
-            return found[-1]
+    argparse_error = [line for line in lines if _ARGPARSE_ERROR.match(line)]
+    if argparse_error:
+        return argparse_error[-1]
+    for pattern in (_FATAL, _NCCL_WARN):
+        found = next((line for line in lines if pattern.search(line)), None)
+        if found is not None:
+            return found
+    for pattern in (_EXCEPTION, _CXX_WHAT, _FAILED_WITH, _SCHEDULER_EXCEPTION):
+        last = [line for line in lines if pattern.search(line)]
+        if last:
+            return last[-1]
     return None
+
+
+_FATAL = re.compile(r"^Fatal Python error: \S")
+_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
+_NCCL = re.compile(r"\bNCCL WARN\b|\bNCCL error\b")
+_CXX_WHAT = re.compile(r"^what\(\):\s+\S")
+"""A C++ exception's message as `terminate called after throwing ...` prints it (the NCCL watchdog's CUDA error)."""
+_FAILED_WITH = re.compile(r"\bfailed with error: \S")
+"""SGLang's own line for a failed step (`Piecewise CUDA Graph failed with error: ...`)."""
+_SCHEDULER_EXCEPTION = re.compile(r"\bhit an exception: ")
+FAILURE_KINDS = (
+    ("fatal_python_error", re.compile(r"^Fatal Python error")),
+    ("nccl", _NCCL),
+    ("oom", re.compile(r"out of memory|OutOfMemoryError|\bOOM\b", re.IGNORECASE)),
+    ("cuda", re.compile(r"\bCUDA error\b|illegal memory access")),
+    ("signal", re.compile(r"\bSIG[A-Z]+\b|\bkilled by signal\b", re.IGNORECASE)),
+    ("exception", re.compile(r"(?:Error|Exception)\b|hit an exception|^Traceback|failed with error")),
+)
+"""A cause line's kind, the first that matches."""
+
+
+def failure_kind(cause: str) -> str:
+    """What kind of failure a cause line (boot_failure_cause) is: fatal_python_error, nccl, oom, cuda, signal,
+    exception, or other."""
+    return next((kind for kind, pattern in FAILURE_KINDS if pattern.search(cause)), "other")

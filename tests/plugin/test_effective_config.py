@@ -156,7 +156,7 @@ def test_explicit_breakable_prefill_graph_is_ok_even_strict(pytester: pytest.Pyt
         "*= sglang-perf servers =*",
         "variant breakable (SIMULATED): effective configuration: ok (2 requested flag(s) verified against "
         "/server_info)",
-        "  prefill CUDA graph: breakable (captured in * s)",
+        "  prefill CUDA graph: breakable (captured in * s, tokens * sizes))",
     ])
     # every prefill batch (warmup and 2 x 2 measured requests at least) ran with the prefill graph
     result.stdout.re_match_lines([r"  runtime: prefill batches ([1-9]\d*)/\1, decode batches (\d+)/\2 ran with "])

@@ -565,7 +565,7 @@ CAPTURES = [
 def test_ran_lines_show_the_captures() -> None:
     config = judge([], server_info(), CAPTURES)
     assert dict(config.ran) == {
-        "prefill CUDA graph": "breakable (captured in 20.51 s)",
+        "prefill CUDA graph": "breakable (captured in 20.51 s, tokens 4..16 (3 sizes))",
         "decode CUDA graph": "full (captured in 10.00 s, bs 1..16 (6 sizes))",
         "max running requests": "2048 per DP rank",
         "overlap scheduler": "on",

@@ -106,7 +106,7 @@ def differing_config() -> EffectiveConfig:
 def test_config_lines_of_a_server_that_ran_as_requested() -> None:
     assert config_lines(ok_config()) == [
         "effective configuration: ok (2 requested flag(s) verified against /server_info; 1 note(s))",
-        "  prefill CUDA graph: breakable (captured in 20.51 s)",
+        "  prefill CUDA graph: breakable (captured in 20.51 s, tokens 4..16 (3 sizes))",
         "  decode CUDA graph: full (captured in 10.00 s, bs 1..8 (4 sizes))",
         "  max running requests: 48 per DP rank",
         "  overlap scheduler: on",
@@ -154,7 +154,7 @@ def test_unreadable_configuration() -> None:
     config = unavailable("v", "GET /server_info: HTTP 404", startup_facts(BOOT_LOG))
     assert config_lines(config) == [
         "effective configuration DIFFERS from the request (1 finding(s))",
-        "  prefill CUDA graph: not reported (captured in 20.51 s)",
+        "  prefill CUDA graph: not reported (captured in 20.51 s, tokens 4..16 (3 sizes))",
         "  decode CUDA graph: not reported (captured in 10.00 s, bs 1..8 (4 sizes))",
         "  WARNING: the effective configuration could not be read: GET /server_info: HTTP 404",
     ]

@@ -88,7 +88,7 @@ GPU_BOOT = [
     CAPACITY,
 ]
 GPU_CAPTURES = (
-    GraphCapture(graph="target prefill", seconds=20.51, batch_sizes=None, mem_usage_gb=1.2),
+    GraphCapture(graph="target prefill", seconds=20.51, batch_sizes=(4, 8, 16), mem_usage_gb=1.2),
     GraphCapture(graph="target decode", seconds=3.0, batch_sizes=(1, 2, 4, 8), mem_usage_gb=0.5),
 )
 SPEC_BOOT = [
@@ -281,8 +281,17 @@ def test_graph_use_counts_batch_lines(prefix: str) -> None:
              DECODE_ITER, "Load weight begin. avail mem=78.50 GB", "Prefill batch without a graph field"]
     expected = GraphUse(prefill_true=2, prefill_false=1, decode_true=2, decode_false=1)
     assert graph_use(log(lines, rank0(prefix))) == expected
-    if not is_first_rank(prefix):
-        assert graph_use(log(lines, prefix)) == GraphUse(0, 0, 0, 0)
+    if not is_first_rank(prefix):  # another rank's lines; with DP attention, DP1's lead schedules its own batches
+        assert graph_use(log(lines, prefix)) == (expected if " DP1 " in prefix else GraphUse(0, 0, 0, 0))
+
+
+def test_graph_use_reads_each_dp_groups_lead_and_the_older_wording() -> None:
+    """DP attention (published logs: dev/sgl-6836-..., holdout/sgl-20766-...): each DP rank logs its own batches;
+    the ranks beside DP are global, so DP1's lead is its lowest TP. `Decode batch.` is the older wording."""
+    lines = ["[2025-05-27 04:36:06 DP0 TP0] " + DECODE_FALSE, "[2025-05-27 04:36:06 DP0 TP1] " + DECODE_FALSE,
+             "[2025-05-27 04:36:06 DP1 TP2] " + DECODE_SPEC, "[2025-05-27 04:36:06 DP1 TP3] " + DECODE_SPEC,
+             "[2025-05-27 04:36:07 DP1 TP2] " + DECODE_SPEC.replace("Decode batch,", "Decode batch.")]
+    assert graph_use("\n".join(lines)) == GraphUse(prefill_true=0, prefill_false=0, decode_true=2, decode_false=1)
 
 
 def test_graph_use_counts_rank_0_of_a_tp2_log_and_the_cpu_label() -> None:
