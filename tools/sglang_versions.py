@@ -11,6 +11,11 @@
     python tools/sglang_versions.py diff OLD NEW
         Prints what changed from one covered version's table to another's: flags added, removed, defaults and
         choices changed, newly deprecated (and what each names instead).
+    python tools/sglang_versions.py run VERSION -- COMMAND ...
+        Runs COMMAND with SGLang VERSION in place of the environment's own: the release's wheel (its `sglang/`
+        and its metadata) and its transformers/tokenizers pins, unpacked once into the overlay cache, first on
+        PYTHONPATH; SGLANG_PERF_OLDER_SGLANG=VERSION tells the tests (tests/sglang_cpu). CI's older-release lane:
+        `tox -e sglang-cpu -- python tools/sglang_versions.py run 0.5.13 -- pytest tests/sglang_cpu/...`.
 """
 
 from __future__ import annotations
@@ -98,7 +103,11 @@ def _overlay(requirement: str) -> Path:
 
 def overlays(wheel: Path, python: Path) -> list[Path]:
     """The release's own transformers/tokenizers pins, where PY's environment has other versions."""
-    pins = {name: _requires(_wheel_metadata(wheel), name) for name in OVERLAID}
+    return _overlays_for(_wheel_metadata(wheel), python)
+
+
+def _overlays_for(metadata: str, python: Path) -> list[Path]:
+    pins = {name: _requires(metadata, name) for name in OVERLAID}
     out = []
     transformers = pins["transformers"]
     if transformers is not None and transformers.startswith("==") and _installed(python, "transformers") != \
@@ -166,6 +175,40 @@ def diff(old: str, new: str) -> int:
     return 0
 
 
+OLDER_VAR = "SGLANG_PERF_OLDER_SGLANG"
+
+
+def release_overlay(version: str) -> Path:
+    """SGLang VERSION's wheel unpacked whole (package and dist-info, so importlib.metadata names it) into the cache."""
+    folder = OVERLAYS / f"sglang=={version}"
+    if not folder.is_dir():
+        with tempfile.TemporaryDirectory() as download:
+            subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", f"sglang=={version}", "-d",
+                            download], check=True, timeout=900)
+            [wheel] = Path(download).glob("sglang-*.whl")
+            partial = folder.with_name(folder.name + ".partial")
+            with zipfile.ZipFile(wheel) as archive:
+                archive.extractall(partial)
+            partial.rename(folder)
+    return folder
+
+
+def run(version: str, command: list[str]) -> int:
+    folder = release_overlay(version)
+    extra = _pins_overlays(folder, Path(sys.executable))
+    path = os.pathsep.join([str(folder), *map(str, extra), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env = {**os.environ, "PYTHONPATH": path, OLDER_VAR: version}
+    print(f"sglang_versions: SGLang {version} from {folder}, with {', '.join(p.name for p in extra) or 'no pins'}",
+          flush=True)
+    return subprocess.run(command, env=env, check=False).returncode
+
+
+def _pins_overlays(folder: Path, python: Path) -> list[Path]:
+    """overlays() for an unpacked release (its METADATA read from the dist-info folder)."""
+    metadata = next(folder.glob("sglang-*.dist-info/METADATA")).read_text()
+    return _overlays_for(metadata, python)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python tools/sglang_versions.py", description=__doc__.splitlines()[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -177,7 +220,15 @@ def main(argv: list[str] | None = None) -> int:
     compare = commands.add_parser("diff", help="what changed between two covered versions")
     compare.add_argument("old")
     compare.add_argument("new")
+    older = commands.add_parser("run", help="run a command with another SGLang release in place")
+    older.add_argument("version")
+    older.add_argument("argv", nargs=argparse.REMAINDER, help="the command, after --")
     args = parser.parse_args(argv)
+    if args.command == "run":
+        command = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+        if not command:
+            parser.error("run: give the command after --, e.g. run 0.5.13 -- pytest tests/sglang_cpu")
+        return run(args.version, command)
     if args.command == "tables":
         return tables(args.wheels, args.python)
     if args.command == "history":

@@ -93,6 +93,7 @@ class BootError(SGLangPerfError):
     def __init__(
         self, *, name: str, command: str, reason: str, log_path: Path, exit_code: int | None = None,
         log_tail: tuple[str, ...] = (), phase: str | None = None, started: bool = True,
+        log_lines: tuple[str, ...] = (),
     ) -> None:
         what = "failed to boot" if started else "was not started"
         super().__init__(f"SGLang server {name!r} {what}: {reason}")
@@ -104,13 +105,15 @@ class BootError(SGLangPerfError):
         self.log_tail = log_tail
         self.phase = phase
         self.started = started
+        self.log_lines = log_lines or log_tail
+        """The failed attempt's whole log, line by line (a cause and its hint may be far from the end)."""
 
     def report(self) -> str:
         if not self.started:
             return "\n".join([str(self), f"  command:    {self.command} (not run)",
                               "  no server process was started, so there is no exit code and no server log"])
         exit_code = "none (the process had not exited on its own)" if self.exit_code is None else self.exit_code
-        cause = boot_failure_cause(self.log_tail)
+        cause = boot_failure_cause(self.log_lines)
         lines = [
             str(self),
             *([f"  cause:      {cause}"] if cause is not None else []),
@@ -211,7 +214,7 @@ class ServerProcess:
             name=self.spec.name, command=self.command_line, reason=redact_text(reason, self._secrets),
             log_path=self.spec.log_path, exit_code=None if self._proc is None else self._proc.poll(),
             log_tail=tuple(redact_text(line, self._secrets) for line in tail), phase=self._phase,
-            started=self._proc is not None,
+            started=self._proc is not None, log_lines=tuple(logical_lines(last_attempt(self.log_text()))),
         )
 
     # -- lifecycle -----------------------------------------------------------------------------------

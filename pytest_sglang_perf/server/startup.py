@@ -332,7 +332,7 @@ _SIMULATOR_CAUSE = re.compile(r"^simulator: \S.*$")
 """The simulator's own error lines (a bad `--sim-*` knob or SGLANG_SIM_* variable): printed first, cause first."""
 _ARGPARSE_ERROR = re.compile(r"^[\w. /-]+: error: \S.*$")
 """argparse's last line after its usage text (`sglang serve: error: unrecognized arguments: ...`)."""
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?[A-Z]\w*(?:Error|Exception)(?::\s.*)?$")
+_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception)(?::\s.*)?$")
 """The last line of a Python traceback (`OSError: Can't load the configuration of ...`)."""
 
 

@@ -106,7 +106,7 @@ class SessionBoots:
     def report(self, error: BootError) -> str:
         """The failed boot's report, plus hints for the SGLang failures it matches."""
         parser = self._parser()
-        hints = boot_hints(error.reason, error.log_tail, parser, parser.version)
+        hints = boot_hints(error.reason, error.log_lines, parser, parser.version)
         return error.report() + "".join(f"\nhint: {hint}" for hint in hints)
 
     def stop(self, run: VariantRun, *, keep_claim: bool = False) -> None:

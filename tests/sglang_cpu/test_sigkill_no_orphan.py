@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import psutil
+from releases import CPU_ARGS
 
 BOOT_TIMEOUT = 300.0
 """Seconds for the inner pytest to boot the server and record its tree (a boot takes ~20-30 s here)."""
@@ -25,10 +26,10 @@ DEADLINE = 30.0
 """Seconds for everything to be gone after pytest died: the default 5 s grace, SIGKILL, a busy 2-core machine."""
 WATCHDOG_MODULE = "pytest_sglang_perf.server.watchdog"
 
-PYPROJECT = """
+PYPROJECT = f"""
 [tool.sglang_perf]
 model = "tiny-llama"
-args = ["--device", "cpu", "--load-format", "dummy", "--max-total-tokens", "32768", "--random-seed", "0"]
+args = {json.dumps(CPU_ARGS)}
 startup_timeout = "5m"
 [tool.sglang_perf.variants]
 default = []

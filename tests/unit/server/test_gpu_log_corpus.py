@@ -9,7 +9,10 @@ from pathlib import Path
 import pytest
 from log_corpus import CORPUS, compare, expected, logs, read
 
-from pytest_sglang_perf.server.startup import startup_facts
+from pytest_sglang_perf.server.hints import boot_hints
+from pytest_sglang_perf.server.launcher import BootError
+from pytest_sglang_perf.server.logscan import logical_lines
+from pytest_sglang_perf.server.startup import boot_failure_cause, startup_facts
 
 RANK_0_CUT = ("the excerpt has other ranks' lines of this fact but not rank 0's, which the plugin reads (a server "
               "says each fact once, from rank 0; a real log has that line)")
@@ -80,3 +83,23 @@ def test_a_glued_line_and_a_progress_bar_hide_no_fact() -> None:
     facts = startup_facts(text)
     assert (facts.load_weight, facts.weights_mem_gb) == (11.02, 80.24)
     assert [(pool.tokens, pool.gb) for pool in facts.kv_pools] == [(2795207, 106.62)]
+
+
+CPU_LOGS = CORPUS.parent / "sglang_cpu_logs"
+
+
+def test_a_cause_far_from_the_end_of_a_real_log_is_found_and_hinted() -> None:
+    """Real SGLang 0.5.15 on this CPU (tests/data/sglang_cpu_logs/README.md): the prefill graph's capture fails 51
+    lines before the end of the log, past the 30-line tail a boot report shows; the cause and the hint come from
+    the whole log of the attempt."""
+    text = (CPU_LOGS / "sglang-0.5.15-cpu-tc-piecewise-prefill-capture-failure.log").read_text(encoding="utf-8")
+    lines = tuple(logical_lines(text))
+    error = BootError(name="v", command="python -m sglang.launch_server ...", reason="exited with code 1 during boot",
+                      log_path=Path("v.log"), exit_code=1, log_tail=lines[-30:], log_lines=lines)
+    cause = next(line for line in error.report().splitlines() if line.startswith("  cause:"))
+    assert cause.startswith("  cause:      Exception: Capture prefill CUDA graph failed: Could not run "
+                            "'sglang::unified_attention_with_output' with arguments from the 'CPU' backend.")
+    assert boot_failure_cause(lines[-30:]) is None or "Capture prefill" not in (boot_failure_cause(lines[-30:]) or "")
+    assert ("the prefill CUDA graph failed to capture with backend tc_piecewise (SGLang's own message and suggestions "
+            "are in the log): run the variant with --cuda-graph-backend-prefill disabled, or another backend; a CPU "
+            "captures no prefill graph") in boot_hints(error.reason, error.log_lines, version="0.5.15")
