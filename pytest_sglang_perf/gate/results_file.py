@@ -140,7 +140,7 @@ def _result(result: Result | None) -> dict[str, Any]:
     if result is None:
         return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
                 "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None, "roofline": None,
-                "load": None, "client": None, "host": None, "gpu": None}
+                "load": None, "client": None, "host": None, "gpu": None, "server_view": None}
     return {
         "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
         "samples": [s.to_dict() for s in result.samples],
@@ -156,6 +156,7 @@ def _result(result: Result | None) -> dict[str, Any]:
         "client": None if result.client is None else result.client.to_dict(),
         "host": None if result.host is None else result.host.to_dict(),
         "gpu": _gpu(result),
+        "server_view": None if result.server is None else result.server.to_dict(),
     }
 
 

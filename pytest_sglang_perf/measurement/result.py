@@ -13,6 +13,7 @@ from pytest_sglang_perf.measurement.gpu_conditions import GpuCondition
 from pytest_sglang_perf.measurement.host_load import HostLoad
 from pytest_sglang_perf.measurement.request import RequestParams, RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
+from pytest_sglang_perf.measurement.server_view import ServerView
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import Coverage
 from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
@@ -60,6 +61,9 @@ class Result:
     server)."""
     boot: int | None = None
     """Which boot of its variant's server measured it (the session's count, 1 for the first); None outside one."""
+    server: ServerView | None = None
+    """What the server's own decode lines said while this was measured (session/server_view.py), with the findings
+    where it disagrees with the client; None for a remote server or a log without them."""
     coverage: Mapping[str, Coverage] | None = field(default=None, compare=False)
     """Each request metric that not every sample defined, and why (values.result_coverage), for the checks' notes:
     measure.build_result works it out with the values. None: a result made elsewhere (a test's), whose reader

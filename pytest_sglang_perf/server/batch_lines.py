@@ -13,6 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from pytest_sglang_perf.measurement.server_view import DecodeWindow
 from pytest_sglang_perf.server.logscan import line_ranks, logical_lines
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[[^\]]*\])?[.,] (?P<fields>.*)$")
@@ -55,6 +56,12 @@ def batch_line(line: str) -> BatchLine | None:
 def batch_lines(text: str) -> list[BatchLine]:
     """Every batch line of a log text, every rank, in order."""
     return [found for line in logical_lines(text) if (found := batch_line(line)) is not None]
+
+
+def decode_windows(text: str) -> list[DecodeWindow]:
+    """The `Decode batch` lines of a log text as the server's decode windows (each DP group's lead rank)."""
+    return [DecodeWindow(batch.running_req, batch.gen_throughput, batch.accept_len, batch.graph)
+            for batch in group_leads(batch_lines(text)) if batch.kind == "Decode"]
 
 
 def first_rank(batches: list[BatchLine]) -> list[BatchLine]:

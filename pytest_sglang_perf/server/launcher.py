@@ -105,8 +105,7 @@ class BootError(SGLangPerfError):
         self.log_tail = log_tail
         self.phase = phase
         self.started = started
-        self.log_lines = log_lines or log_tail
-        """The failed attempt's whole log, line by line (a cause and its hint may be far from the end)."""
+        self.log_lines = log_lines or log_tail  # the attempt's whole log: a cause may be far from the end
 
     def report(self) -> str:
         if not self.started:

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from log_corpus import CORPUS, compare, expected, logs, read
 
+from pytest_sglang_perf.server.batch_lines import batch_lines, decode_windows
 from pytest_sglang_perf.server.hints import boot_hints
 from pytest_sglang_perf.server.launcher import BootError
 from pytest_sglang_perf.server.logscan import logical_lines
@@ -103,3 +104,13 @@ def test_a_cause_far_from_the_end_of_a_real_log_is_found_and_hinted() -> None:
     assert ("the prefill CUDA graph failed to capture with backend tc_piecewise (SGLang's own message and suggestions "
             "are in the log): run the variant with --cuda-graph-backend-prefill disabled, or another backend; a CPU "
             "captures no prefill graph") in boot_hints(error.reason, error.log_lines, version="0.5.15")
+
+
+def test_the_decode_windows_of_a_dp_attention_log_are_each_groups_lead() -> None:
+    """A published multi-node DP-attention decode log (holdout/sgl-20766-...: ranks DP8 to DP15): every DP rank
+    schedules its own batches, so each one's lines are its group's windows."""
+    text = (CORPUS / "holdout" / "sgl-20766-dp16-multinode-decode.log").read_text(encoding="utf-8")
+    windows = decode_windows(text)
+    groups = {batch.ranks.get("DP") for batch in batch_lines(text) if batch.kind == "Decode"}
+    assert windows and len(groups) > 1
+    assert all(window.gen_throughput is not None and window.running_req is not None for window in windows)
