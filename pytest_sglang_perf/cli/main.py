@@ -197,11 +197,14 @@ def check(config: Path | None, *, simulate: bool, gpus: Sequence[str], version: 
     from pytest_sglang_perf.errors import SGLangPerfError
     from pytest_sglang_perf.server.plan import plan_server
     from pytest_sglang_perf.server.preflight import Level, check_plans
+    from pytest_sglang_perf.server.sim_knobs import simulated_version
     from pytest_sglang_perf.sglang_facts.parsers import choose_parser
 
     settings = _settings("check", config, required=True)
     if settings is None or isinstance(settings, int):
         return 2 if settings is None else settings
+    if version is None and simulate:
+        version = simulated_version(settings.simulate.args, {**os.environ, **settings.env})
     parser = choose_parser(simulate=simulate, version=version)
     if parser.note is not None:
         print(f"sglang-perf check: {parser.note}")

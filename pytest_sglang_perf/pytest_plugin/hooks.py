@@ -153,11 +153,29 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if session.unavailable is None:
         kept = f" (the last {KEEP_RUNS} runs are kept)" if session.logs.managed else ""
         lines.append(f"sglang-perf: server logs: {shown_path(session.logs.path, Path.cwd())}/{kept}")
+    lines += _played_release(session)
     if session.options.update_new_only:
         lines.append("sglang-perf: recording baselines of the cells that have none (--sglang-update-baselines=new)")
     elif session.options.update_baselines:
         lines.append("sglang-perf: recording new baselines (--sglang-update-baselines)")
     return lines
+
+
+def _played_release(session: PerfSession) -> list[str]:
+    """The release the simulator plays (`--sim-sglang-version`), and whose facts judge it when they are another's."""
+    if not session.options.simulate:
+        return []
+    import os
+
+    from pytest_sglang_perf.server.sim_knobs import simulated_version
+    from pytest_sglang_perf.sglang_facts.rules import rules_note
+
+    played = simulated_version(session.settings.simulate.args, {**os.environ, **session.settings.env})
+    if played is None:
+        return []
+    note = rules_note(played)
+    return _wrapped(f"sglang-perf: the simulator plays SGLang {played} (its command line from that release's flag "
+                    f"table){'; ' + note if note else ''}")
 
 
 def _wrapped(line: str) -> list[str]:

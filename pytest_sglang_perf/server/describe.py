@@ -27,6 +27,7 @@ def config_lines(config: EffectiveConfig) -> list[str]:
     lines += [f"  {what}: {how}" for what, how in config.ran]
     lines += [f"  {WARNING}: {text}" for text in config.warnings]
     lines += [f"  note: {text}" for text in config.notes]
+    lines += [f"  judged with: {config.facts_note}"] if config.facts_note else []
     return lines
 
 

@@ -108,6 +108,8 @@ class EffectiveConfig:
     """Why the configuration could not be read (then nothing could be verified)."""
     duplicate: str | None = None
     """Set when another variant's server ran the same configuration (see same_as)."""
+    facts_note: str | None = None
+    """Set when another SGLang release's rules judged this server (its own release has none here: versions.py)."""
 
     @property
     def problems(self) -> tuple[str, ...]:
@@ -137,6 +139,7 @@ class EffectiveConfig:
         return {
             "verdict": self.verdict, "warnings": list(self.warnings), "notes": list(self.notes),
             "flags": [o.to_dict() for o in self.flags], "ran": dict(self.ran), "unavailable": self.unavailable,
+            "facts_note": self.facts_note,
         }
 
 

@@ -14,7 +14,7 @@ from pytest_sglang_perf.server.redaction import secret_values
 from pytest_sglang_perf.server.startup import StartupFacts, startup_facts
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser
 from pytest_sglang_perf.sglang_facts.requested import requested_flags
-from pytest_sglang_perf.sglang_facts.rules import SGLangRules, load_rules
+from pytest_sglang_perf.sglang_facts.rules import SGLangRules, load_rules, rules_note
 
 
 def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: ArgParser,
@@ -26,7 +26,8 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
         info = fetch_server_info(server.base_url, plan.api_key)
     except ServerInfoError as exc:
         return unavailable(name, str(exc), facts), facts
-    rules = load_rules(str(info.get("version") or parser.version))
+    version = str(info.get("version") or parser.version)
+    rules = load_rules(version)
     info = redact_info(info, rules, secret_values(plan.args, plan.api_key, plan.admin_api_key))
     try:
         config = evaluate(name, requested_flags(plan.args, parser), info, facts, first_rank_messages(text), rules,
@@ -34,7 +35,7 @@ def inspect_server(name: str, plan: ServerPlan, server: RunningServer, parser: A
     except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:  # an unexpected /server_info shape
         why = f"/server_info has a shape this plugin does not know ({type(exc).__name__}: {exc})"
         return unavailable(name, why, facts), facts
-    return _with_duplicate(config, earlier, rules), facts
+    return dataclasses.replace(_with_duplicate(config, earlier, rules), facts_note=rules_note(version)), facts
 
 
 def _with_duplicate(config: EffectiveConfig, earlier: Sequence[EffectiveConfig],

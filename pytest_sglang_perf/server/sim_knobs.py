@@ -10,18 +10,31 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.server.plan import ServerPlan
 
 KNOB_PREFIX = "--sim-"
+VERSION_KNOB = "--sim-sglang-version"
+VERSION_VARIABLE = "SGLANG_SIM_SGLANG_VERSION"
+"""The simulator's knob for the SGLang release it plays (simulator/args/knobs.py), and its variable."""
 CHECKER = ("-m", "pytest_sglang_perf.simulator.args.knob_check")
 SIMULATE_ARGS = "simulate.args"
 """The configuration key of the knobs every simulated variant gets."""
 CHECK_TIMEOUT = 120.0
 """Seconds for the checker process (it starts in a fraction of a second; a loaded CI machine is slower)."""
+
+
+def simulated_version(args: Sequence[str], environ: Mapping[str, str]) -> str | None:
+    """The SGLang release `--sim-sglang-version` (or its variable) asks the simulator to play; None: its default."""
+    for i, arg in enumerate(args):
+        if arg == VERSION_KNOB and i + 1 < len(args):
+            return args[i + 1]
+        if arg.startswith(VERSION_KNOB + "="):
+            return arg.split("=", 1)[1]
+    return environ.get(VERSION_VARIABLE) or None
 
 
 class KnobCheckFailed(SGLangPerfError):

@@ -7,6 +7,7 @@ records every other room of the session updates.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from functools import cached_property
 
@@ -17,6 +18,7 @@ from pytest_sglang_perf.gate.environment import detect_gpus
 from pytest_sglang_perf.gate.store import check_baseline_dir
 from pytest_sglang_perf.server.plan import plan_server
 from pytest_sglang_perf.server.preflight import Level, check_plans
+from pytest_sglang_perf.server.sim_knobs import simulated_version
 from pytest_sglang_perf.server.target_gpus import TargetGpus, target_gpus
 from pytest_sglang_perf.session import INSTALL
 from pytest_sglang_perf.session.live import Live
@@ -55,8 +57,11 @@ class SessionPlans:
 
     @cached_property
     def parser(self) -> ArgParser:
-        """SGLang's flags as the installed version (or the simulator) parses them."""
-        return choose_parser(simulate=self._options.simulate)
+        """SGLang's flags as the installed version (or the simulator, in the release it plays) parses them."""
+        if not self._options.simulate:
+            return choose_parser(simulate=False)
+        played = simulated_version(self._settings.simulate.args, {**os.environ, **self._settings.env})
+        return choose_parser(simulate=True, version=played)
 
     @cached_property
     def targets(self) -> TargetGpus:

@@ -49,6 +49,16 @@ def _gpu_name(text: str) -> str:
         raise ValueError(str(exc)) from None
 
 
+def _sglang_version(text: str) -> str:
+    """A release the plugin has a flag table of (sglang_facts/versions.py)."""
+    from pytest_sglang_perf.sglang_facts.versions import covered
+
+    versions = covered("flags")
+    if text not in versions:
+        raise ValueError(f"the simulator plays a release it has the flag table of: {', '.join(versions)}")
+    return text
+
+
 def _fault_spec(text: str) -> str:
     parse_faults(text)
     return text
@@ -107,6 +117,9 @@ KNOB_SPECS: tuple[KnobSpec, ...] = (
              "inject faults, e.g. 'die-after:3,http-500:0.2': crash-at-boot, hang-at-boot, fail-warmup, die-after:N, "
              "http-500:P, cut-stream:N, no-usage, short:N, slow-after:N:FACTOR, slow-boot:N:FACTOR, no-server-info",
              "SPEC"),
+    KnobSpec("sglang_version", _sglang_version, "0.5.23",
+             "the SGLang release to play: its command line (the release's flag table, from its wheel) and its version "
+             "in /server_info; the rest (resolution, log, timing) is 0.5.23's", "VERSION"),
     KnobSpec("device_dir", str, "",
              "a folder the simulators of one host share: each locks the GPUs it runs on (CUDA_VISIBLE_DEVICES) there "
              "and fails at boot when another one holds one of them (process/devices.py)", "DIR"),
@@ -133,6 +146,8 @@ class Knobs:
     fault: str = ""
     device_dir: str = ""
     """Where simulators lock the GPUs they run on ("" : no locks)."""
+    sglang_version: str = "0.5.23"
+    """The release played: its flag table parses the command line; /server_info reports it."""
 
     @property
     def time_scale(self) -> float:
@@ -199,6 +214,19 @@ def _resolve_one(spec: KnobSpec, cli_value: Any, environ: Mapping[str, str]) -> 
         raise KnobError(
             f"invalid value {text!r} for environment variable {spec.env}: {exc}{example}; unset it to use the "
             "default") from None
+
+
+def played_version(args: Sequence[str], environ: Mapping[str, str]) -> str:
+    """The SGLang release a command line plays (`--sim-sglang-version`, else its variable, else 0.5.23); a bad value
+    falls back to the default here: knob_errors() and resolve_knobs() report it."""
+    spec = next(spec for spec in KNOB_SPECS if spec.name == "sglang_version")
+    parser = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    parser.add_argument(spec.flag, dest="value", default=None)
+    given = parser.parse_known_args(list(args))[0].value or environ.get(spec.env, "").strip()
+    try:
+        return str(spec.parse(given)) if given else str(spec.default)
+    except ValueError:
+        return str(spec.default)
 
 
 def knob_errors(args: Sequence[str]) -> list[str]:

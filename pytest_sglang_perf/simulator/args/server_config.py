@@ -12,11 +12,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_sglang_perf.sglang_facts.flags import FlagTable, load_flag_table
+from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, FlagTable, load_flag_table
 from pytest_sglang_perf.sglang_facts.gpus import Gpu, find_gpu
 from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig, load_model_config, model_config_from_dict
 from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs, split_knobs
-from pytest_sglang_perf.simulator.args.knobs import Knobs
+from pytest_sglang_perf.simulator.args.knobs import Knobs, played_version
 from pytest_sglang_perf.simulator.args.resolve import Resolution, resolve_args
 
 
@@ -32,6 +32,12 @@ class ServerConfig:
     """SGLang's own command line (the knobs left out), as /server_info shows it."""
 
 
+def played_table(args: Sequence[str], environ: Mapping[str, str]) -> FlagTable:
+    """The flag table of the SGLang release the command line plays (`--sim-sglang-version`; 0.5.23 by default)."""
+    version = played_version(args, environ)
+    return load_flag_table(DEFAULT_TABLE.with_name(f"sglang-{version}-flags.json"))
+
+
 def read_command_line(args: Sequence[str], *, table: FlagTable | None = None,
                       environ: Mapping[str, str] | None = None,
                       model_config: Mapping[str, Any] | None = None) -> ServerConfig:
@@ -40,8 +46,9 @@ def read_command_line(args: Sequence[str], *, table: FlagTable | None = None,
 
     Exits 2 on a bad command line (argparse, as SGLang); raises config_file.ConfigFileError, knobs.KnobError,
     model.ModelConfigError or speculative.ResolutionError where SGLang would stop."""
-    table = load_flag_table() if table is None else table
-    raw, knobs = parse_args_and_knobs(table, args, os.environ if environ is None else environ)
+    environ = os.environ if environ is None else environ
+    table = played_table(args, environ) if table is None else table
+    raw, knobs = parse_args_and_knobs(table, args, environ)
     model = _model(str(raw["model_path"]), model_config)
     gpu = find_gpu(knobs.gpu)
     launch_command = " ".join(split_knobs(table, args)[1])

@@ -12,8 +12,6 @@ from pytest_sglang_perf.simulator.engine.decode_stats import DecodeStats
 from pytest_sglang_perf.simulator.engine.embedding import embedding_plan
 from pytest_sglang_perf.simulator.engine.setup import EngineSetup
 
-SGLANG_VERSION = "0.5.23"
-
 
 def model_info(setup: EngineSetup) -> dict[str, Any]:
     args, model = setup.resolution.args, setup.model
@@ -43,7 +41,7 @@ def server_info(setup: EngineSetup, stats: DecodeStats) -> dict[str, Any]:
         launch_command=setup.launch_command, status="ready", max_total_num_tokens=setup.memory.kv_tokens,
         max_req_input_len=_max_req_input_len(setup), hicache_object_layout=hicache_layout(info), kv_events=None,
         startup_time={**setup.scheduler_startup.to_dict(), "tokenizer_e2e": setup.tokenizer_e2e},
-        internal_states=[internal_state(setup, stats)], version=SGLANG_VERSION, frontend="python",
+        internal_states=[internal_state(setup, stats)], version=setup.knobs.sglang_version, frontend="python",
     )
     return info
 

@@ -19,11 +19,11 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pytest_sglang_perf.sglang_facts.config_file import ConfigFileError
-from pytest_sglang_perf.sglang_facts.flags import FlagTable, FlagTableError, load_flag_table
+from pytest_sglang_perf.sglang_facts.flags import FlagTable, FlagTableError
 from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfigError
 from pytest_sglang_perf.simulator.args.command_line import parse_args_and_knobs
 from pytest_sglang_perf.simulator.args.knobs import KnobError, Knobs, knob_errors
-from pytest_sglang_perf.simulator.args.server_config import ServerConfig, read_command_line
+from pytest_sglang_perf.simulator.args.server_config import ServerConfig, played_table, read_command_line
 from pytest_sglang_perf.simulator.args.server_fields import shown_record
 from pytest_sglang_perf.simulator.args.speculative import ResolutionError
 from pytest_sglang_perf.simulator.engine.factory import server_logger
@@ -53,7 +53,7 @@ def _take_devices(config: ServerConfig) -> list[TextIO] | int:
     """The GPUs the server runs on (process/devices.py), said on stderr and locked with --sim-device-dir; 1 (SGLang
     would fail at startup) when too few are visible or another simulated server holds one."""
     try:
-        devices = devices_used(gpus_needed(config.resolution.args, load_flag_table().sglang_version), os.environ)
+        devices = devices_used(gpus_needed(config.resolution.args, config.knobs.sglang_version), os.environ)
         held = occupy(devices, Path(config.knobs.device_dir)) if config.knobs.device_dir else []
     except DeviceProblem as exc:
         print(f"simulator: {exc}", file=sys.stderr, flush=True)
@@ -73,7 +73,7 @@ def prepare(args: Sequence[str]) -> ServerConfig | int:
         _print_knob_errors(knob_problems)
         return 2
     try:
-        table = load_flag_table()
+        table = played_table(args, os.environ)
     except FlagTableError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

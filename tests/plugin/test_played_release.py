@@ -1,0 +1,62 @@
+"""The seed's engineer ran an SGLang of the 0.5.12-0.5.19 era, with `--enforce-piecewise-cuda-graph`. The simulator
+plays that release (`--sim-sglang-version 0.5.19`: its command line from 0.5.19's flag table, its version in
+/server_info) and the plugin checks and judges with 0.5.19's flags, saying whose rules it used."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from perf_project import FAST_SIM, write_project
+
+SEED_FLAG = ["--enforce-piecewise-cuda-graph"]
+TEST = """
+def test_short(sglang_perf):
+    sglang_perf.check(sglang_perf.measure("hi", max_tokens=32))
+"""
+
+
+def test_a_run_playing_0_5_19_takes_its_flag_and_says_whose_facts_judged_it(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"default": [], "prefill_graph": SEED_FLAG},
+                  sim=[*FAST_SIM, "--sim-sglang-version", "0.5.19"])
+    pytester.makepyfile(test_played=TEST)
+    result = pytester.runpytest("--sglang-simulate", "--sglang-results=results.json")
+    result.assert_outcomes(passed=2)
+    # the plugin's lines are wrapped, each continuation prefixed with `sglang-perf:` too
+    text = " ".join(line.removeprefix("sglang-perf:").strip() for line in result.stdout.lines)
+    assert ("the simulator plays SGLang 0.5.19 (its command line from that release's flag table); SGLang 0.5.19 is "
+            "older than every covered version (0.5.23 to 0.5.23): 0.5.23's rules are used") in text
+    assert ("pre-flight [prefill_graph] warning: --enforce-piecewise-cuda-graph is deprecated in SGLang 0.5.19: "
+            "SGLang names --cuda-graph-backend-prefill=tc_piecewise instead") in text
+    servers = json.loads((pytester.path / "results.json").read_text())["servers"]
+    graph = servers["prefill_graph"]["effective"]
+    assert graph["verdict"] == "ok" and graph["ran"]["prefill CUDA graph"].startswith("tc_piecewise (captured in ")
+    assert graph["facts_note"].endswith("0.5.23's rules are used")
+    assert servers["default"]["effective"]["ran"]["prefill CUDA graph"].startswith("breakable (captured in ")
+
+
+def test_without_the_played_release_the_seeds_flag_is_0_5_23s_unknown_flag(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"prefill_graph": SEED_FLAG})
+    pytester.makepyfile(test_played=TEST)
+    result = pytester.runpytest("--sglang-simulate")
+    result.assert_outcomes(errors=1)
+    words = " ".join(result.stdout.str().split())
+    assert "there it was deprecated for --cuda-graph-backend-prefill=tc_piecewise" in words
+
+
+def test_check_simulate_uses_the_played_releases_flags(pytester: pytest.Pytester) -> None:
+    write_project(pytester, {"prefill_graph": SEED_FLAG}, sim=[*FAST_SIM, "--sim-sglang-version", "0.5.19"])
+    done = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.cli", "check", "--simulate"], cwd=pytester.path,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "checked with the flag table of SGLang 0.5.19" in done.stdout
+    assert "--enforce-piecewise-cuda-graph is deprecated in SGLang 0.5.19" in done.stdout
+
+
+def test_the_simulator_plays_only_a_release_it_has_the_flags_of(pytester: pytest.Pytester) -> None:
+    done = subprocess.run([sys.executable, "-m", "pytest_sglang_perf.simulator", "--model-path", "m",
+                           "--sim-sglang-version", "0.4.6"], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "the simulator plays a release it has the flag table of: 0.5.10.post1, 0.5.11" in done.stderr
