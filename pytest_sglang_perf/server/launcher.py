@@ -21,13 +21,13 @@ from typing import BinaryIO
 
 from pytest_sglang_perf.config.settings import DEFAULT_STOP_GRACE
 from pytest_sglang_perf.errors import SGLangPerfError
+from pytest_sglang_perf.server.failure_cause import boot_failure_cause
 from pytest_sglang_perf.server.logfeed import LogFeed, attempt_header, last_attempt
 from pytest_sglang_perf.server.logscan import ProgressEvent, is_first_rank, logical_lines, progress_event
 from pytest_sglang_perf.server.ports import free_port
 from pytest_sglang_perf.server.probe import http_status, listens_on, port_open
 from pytest_sglang_perf.server.process_tree import ProcessTree, exit_reason, kill, terminate
 from pytest_sglang_perf.server.redaction import redact_argv, redact_file, redact_text, secret_values
-from pytest_sglang_perf.server.startup import boot_failure_cause
 from pytest_sglang_perf.server.watchdog import Watchdog
 
 __all__ = ["BootError", "LaunchSpec", "ProgressEvent", "ServerProcess", "redact_argv", "redact_file"]

@@ -212,14 +212,28 @@ def first_rank_messages(text: str) -> list[str]:
     return [strip_prefix(line) for line in logical_lines(text) if is_first_rank(line)]
 
 
+def other_ranks_boots(text: str) -> list[list[str]]:
+    """The last boot's messages of each rank that is not rank 0, lowest rank first (with the lines no rank tag
+    names): where rank 0 did not log a fact, the first of these that did stands in for it."""
+    lines = logical_lines(text)
+    labels = sorted({label for line in lines if (label := tuple(line_ranks(line).items()))
+                     and not all(number == 0 for _, number in label)}, key=lambda label: [n for _, n in label])
+    return [_boot_of([strip_prefix(line) for line in lines if tuple(line_ranks(line).items()) in ((), label)])
+            for label in labels]
+
+
 def last_boot(text: str) -> list[str]:
     """The first-rank messages of the last boot in a log. A boot starts at a `server_args=` line, or at a
     `Load weight begin` once the current boot has finished loading (its capacity, timings or ready line): a
     draft model's `Load weight begin`, which comes before those, stays in its boot. (The resolution messages
     SGLang prints before `server_args=` belong to the boot before it: read them with first_rank_messages.)"""
+    return _boot_of(first_rank_messages(text))
+
+
+def _boot_of(messages: list[str]) -> list[str]:
     boot: list[str] = []
     finished = False
-    for message in first_rank_messages(text):
+    for message in messages:
         if _BOOT_START.match(message) or (finished and _WEIGHTS_BEGIN.match(message)):
             boot, finished = [], False
         boot.append(message)

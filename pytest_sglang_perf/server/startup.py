@@ -1,14 +1,15 @@
-"""What SGLang 0.5.23 logged about its own boot (startup timings, KV cache, graph captures, capacity, the cause of a
-failed boot) and about graph use at run time (the batch lines), read from a server log (plain text in, no I/O).
+"""What SGLang logged about its own boot (startup timings, weights, KV pools, graph captures, capacity) and about
+graph use at run time (the batch lines: batch_lines.py), read from a server log (plain text in, no I/O). Why a boot
+failed: failure_cause.py.
 
-The line formats and the wordings of older SGLang are described in logscan.py, which also splits a log into its
-first-rank messages and finds its last boot.
+The line formats and the wordings of older SGLang are described in logscan.py (and docs/sglang-versions.md), which
+also splits a log into its lines, its first-rank messages and its last boot.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +23,7 @@ from pytest_sglang_perf.server.logscan import (
     graph_name,
     key_values,
     last_boot,
-    strip_prefix,
+    other_ranks_boots,
 )
 
 _TIMINGS = re.compile(r"Engine startup timings \(s\): (?P<body>.*)$", re.MULTILINE)
@@ -179,6 +180,12 @@ def _timing_facts(text: str) -> dict[str, Any]:
     return facts
 
 
+_CAPACITY_KEYS = ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e", "cuda_graph",
+                  "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests",
+                  "context_len", "available_gpu_mem", "available_cpu_mem")
+"""The timing and capacity facts, None until a line says them (so that every rank's reading has every field)."""
+
+
 def _capacity_facts(text: str) -> dict[str, Any]:
     match = _last_match(_CAPACITY, text)
     if match is None:
@@ -271,18 +278,31 @@ def _load_weight(text: str) -> float | None:
 
 def startup_facts(text: str) -> StartupFacts:
     """SGLang's startup timings, KV cache, graph captures and capacity from a server log: the last boot in it,
-    first-rank lines only (a TP8 boot counts each fact once)."""
-    lines = last_boot(text)
+    first-rank lines (a TP8 boot counts each fact once). A fact rank 0 did not log is read from the lowest rank that
+    did: one node's log of a multi-node server starts at rank 8, and a log cut by hand may lack rank 0's line."""
+    facts = _facts(last_boot(text))
+    for messages in other_ranks_boots(text):
+        if all(value not in (None, ()) for value in facts.values()):
+            break
+        more = _facts(messages)
+        facts = {name: more[name] if value in (None, ()) else value for name, value in facts.items()}
+    return StartupFacts(**facts, graph_failed=True if _GRAPH_FAILED.search(text) is not None else None)
+
+
+def _facts(lines: list[str]) -> dict[str, Any]:
+    """The startup facts of one rank's messages (StartupFacts' fields but graph_failed)."""
     messages = "\n".join(lines)
-    facts: dict[str, Any] = {**_timing_facts(messages), **_capacity_facts(messages), **_kv_facts(messages)}
+    facts: dict[str, Any] = {**dict.fromkeys(_CAPACITY_KEYS), **_timing_facts(messages), **_capacity_facts(messages),
+                             **_kv_facts(messages)}
+    for name in ("kv_cache_tokens", "kv_cache_gb", "kv_cache_dtype"):
+        facts.setdefault(name, None)
     if facts.get("load_weight") is None:
         facts["load_weight"] = _load_weight(messages)
     facts.update(_graph_facts(lines, facts.get("cuda_graph")))
     if facts["captured_decode_bs"] is None:
         facts["captured_decode_bs"] = _batch_sizes_line(messages)
-    return StartupFacts(**facts, prefill_graph_skipped=_prefill_skipped(messages),
-                        weights_mem_gb=_weights_mem(messages), kv_pools=_kv_pools(messages),
-                        graph_failed=True if _GRAPH_FAILED.search(text) is not None else None)
+    return {**facts, "prefill_graph_skipped": _prefill_skipped(messages), "weights_mem_gb": _weights_mem(messages),
+            "kv_pools": _kv_pools(messages)}
 
 
 def _weights_mem(text: str) -> float | None:
@@ -326,61 +346,3 @@ def graph_use(text: str) -> GraphUse:
         if batch.graph is not None:
             counts[f"{batch.kind.lower()}_{str(batch.graph).lower()}"] += 1
     return GraphUse(**counts)
-
-
-_SIMULATOR_CAUSE = re.compile(r"^simulator: \S.*$")
-"""The simulator's own error lines (a bad `--sim-*` knob or SGLANG_SIM_* variable): printed first, cause first."""
-_ARGPARSE_ERROR = re.compile(r"^[\w. /-]+: error: \S.*$")
-"""argparse's last line after its usage text (`sglang serve: error: unrecognized arguments: ...`)."""
-_EXCEPTION = re.compile(r"^(?:[A-Za-z_][\w.]*\.)?(?:[A-Z]\w*)?(?:Error|Exception)(?::\s.*)?$")
-"""The last line of a Python traceback (`OSError: Can't load the configuration of ...`)."""
-
-
-def boot_failure_cause(log_tail: Sequence[str]) -> str | None:
-    """The line of a failed server's log that says why, to show above the tail (pass the whole log's lines: a cause
-    may be far from the end): the simulator's first own error line, else argparse's error line (last, after up to
-    hundreds of usage lines), else a hard crash's `Fatal Python error` (the first: a dying process group prints
-    several), else NCCL's first `NCCL WARN` line, else the last line of a traceback, of a C++ exception
-    (`what(): ...`) or of SGLang's `... failed with error: ...`, else SGLang's `Scheduler hit an exception` line (a
-    traceback whose end is not in the log)."""
-    lines = [strip_prefix(line) for line in log_tail]
-    simulator = next((line for line in lines if _SIMULATOR_CAUSE.match(line)), None)
-    if simulator is not None:
-        return simulator
-    argparse_error = [line for line in lines if _ARGPARSE_ERROR.match(line)]
-    if argparse_error:
-        return argparse_error[-1]
-    for pattern in (_FATAL, _NCCL_WARN):
-        found = next((line for line in lines if pattern.search(line)), None)
-        if found is not None:
-            return found
-    for pattern in (_EXCEPTION, _CXX_WHAT, _FAILED_WITH, _SCHEDULER_EXCEPTION):
-        last = [line for line in lines if pattern.search(line)]
-        if last:
-            return last[-1]
-    return None
-
-
-_FATAL = re.compile(r"^Fatal Python error: \S")
-_NCCL_WARN = re.compile(r"\bNCCL WARN\b")
-_NCCL = re.compile(r"\bNCCL WARN\b|\bNCCL error\b")
-_CXX_WHAT = re.compile(r"^what\(\):\s+\S")
-"""A C++ exception's message as `terminate called after throwing ...` prints it (the NCCL watchdog's CUDA error)."""
-_FAILED_WITH = re.compile(r"\bfailed with error: \S")
-"""SGLang's own line for a failed step (`Piecewise CUDA Graph failed with error: ...`)."""
-_SCHEDULER_EXCEPTION = re.compile(r"\bhit an exception: ")
-FAILURE_KINDS = (
-    ("fatal_python_error", re.compile(r"^Fatal Python error")),
-    ("nccl", _NCCL),
-    ("oom", re.compile(r"out of memory|OutOfMemoryError|\bOOM\b", re.IGNORECASE)),
-    ("cuda", re.compile(r"\bCUDA error\b|illegal memory access")),
-    ("signal", re.compile(r"\bSIG[A-Z]+\b|\bkilled by signal\b", re.IGNORECASE)),
-    ("exception", re.compile(r"(?:Error|Exception)\b|hit an exception|^Traceback|failed with error")),
-)
-"""A cause line's kind, the first that matches."""
-
-
-def failure_kind(cause: str) -> str:
-    """What kind of failure a cause line (boot_failure_cause) is: fatal_python_error, nccl, oom, cuda, signal,
-    exception, or other."""
-    return next((kind for kind, pattern in FAILURE_KINDS if pattern.search(cause)), "other")

@@ -1,7 +1,7 @@
 """Real SGLang GPU server logs (tests/data/sglang_gpu_logs/: excerpts of published logs, each with the facts a
 careful engineer reads from it) read through the plugin's own public functions, fact by fact.
 
-    python tests/unit/server/log_corpus.py            the share of facts read right, per folder (dev, holdout)
+    python tests/unit/server/log_corpus.py            the share of facts read right, per folder
     python tests/unit/server/log_corpus.py -v         and every miss
 
 A fact counts where the log shows it (its expected value is not null); `server_ready` and the line counts count
@@ -18,8 +18,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_sglang_perf.server.batch_lines import batch_lines, first_rank
+from pytest_sglang_perf.server.failure_cause import boot_failure_cause, failure_kind
 from pytest_sglang_perf.server.logscan import line_ranks, logical_lines, progress_event, strip_prefix
-from pytest_sglang_perf.server.startup import boot_failure_cause, failure_kind, startup_facts
+from pytest_sglang_perf.server.startup import startup_facts
 
 CORPUS = Path(__file__).resolve().parents[2] / "data" / "sglang_gpu_logs"
 ALWAYS = ("server_ready", "prefill_lines", "decode_lines")
@@ -142,7 +143,7 @@ def expected(log: Path) -> dict[str, Any]:
 
 def main() -> None:
     verbose = "-v" in sys.argv
-    for folder in sys.argv[2:] if verbose and len(sys.argv) > 2 else ("dev", "holdout"):
+    for folder in sys.argv[2:] if verbose and len(sys.argv) > 2 else ("dev", "holdout", "holdout2"):
         total = right = 0
         for log in logs(folder):
             counted, misses = compare(expected(log), read(log.read_text(encoding="utf-8")))

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from pytest_sglang_perf.server.failure_cause import boot_failure_cause
 from pytest_sglang_perf.server.launcher import BootError
-from pytest_sglang_perf.server.startup import boot_failure_cause
 from pytest_sglang_perf.simulator import main
 from pytest_sglang_perf.simulator.args.knobs import KNOB_SPECS, knob_errors
 

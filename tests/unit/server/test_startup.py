@@ -121,8 +121,26 @@ def test_startup_facts_of_a_gpu_boot_with_any_prefix(prefix: str) -> None:
 
 
 @pytest.mark.parametrize("prefix", [p for p in PREFIXES if not is_first_rank(p)])
-def test_startup_facts_ignore_lines_of_other_ranks(prefix: str) -> None:
-    assert startup_facts(log(GPU_BOOT + SPEC_BOOT, prefix)) == StartupFacts()
+def test_a_log_without_rank_0_is_read_from_its_lowest_rank(prefix: str) -> None:
+    """One node's log of a multi-node server (its ranks start at 8), or a log cut by hand: what rank 0 did not log
+    is read from the lowest rank that did, as rank 0's would be."""
+    lines = GPU_BOOT + SPEC_BOOT
+    assert startup_facts(log(lines, prefix)) == startup_facts(log(lines, rank0(prefix))) != StartupFacts()
+
+
+def test_another_ranks_line_fills_only_what_rank_0_did_not_log() -> None:
+    """Rank 0's facts stand: rank 1's weights line differs, and is read only where rank 0 has none (its KV pool)."""
+    text = "\n".join([
+        "[2026-11-29 10:00:00 TP0] Load weight end. elapsed=12.00 s, type=LlamaForCausalLM, avail mem=60.00 GB, "
+        "mem usage=16.00 GB.",
+        "[2026-11-29 10:00:00 TP1] Load weight end. elapsed=13.00 s, type=LlamaForCausalLM, avail mem=59.00 GB, "
+        "mem usage=17.00 GB.",
+        "[2026-11-29 10:00:01 TP1] KV Cache is allocated. #tokens: 300000, K size: 18.31 GB, V size: 18.31 GB",
+        "[2026-11-29 10:00:01 TP2] KV Cache is allocated. #tokens: 1, K size: 1.00 GB, V size: 1.00 GB",
+    ])
+    facts = startup_facts(text)
+    assert (facts.load_weight, facts.weights_mem_gb) == (12.0, 16.0)
+    assert [(pool.tokens, pool.gb) for pool in facts.kv_pools] == [(300000, 36.62)]
 
 
 @pytest.mark.parametrize(("line", "tokens", "gb", "dtype"), [
