@@ -54,12 +54,15 @@ class ServerView:
     """Windows that said `cuda graph: False` at a batch size the server captured a decode graph for."""
     findings: tuple[str, ...] = ()
     """Where it disagrees with the client beyond the definitions (`findings`), each a sentence."""
+    metrics_accept_len: float | None = None
+    """Generated tokens per verify call between two `/metrics` scrapes (server/metrics_scrape.py): every request
+    of the measurement, warmup included; None without `--enable-metrics` or speculative decoding."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"windows": self.windows, "gen_throughput": self.gen_throughput, "accept_len": self.accept_len,
                 "max_running_req": self.max_running_req, "graph_true": self.graph_true,
                 "graph_false": self.graph_false, "eager_at_captured_bs": self.eager_at_captured_bs,
-                "findings": list(self.findings)}
+                "findings": list(self.findings), "metrics_accept_len": self.metrics_accept_len}
 
 
 def server_view(windows: Sequence[DecodeWindow], captured_bs: Sequence[int] | None) -> ServerView | None:
@@ -98,4 +101,8 @@ def findings(view: ServerView | None, medians: Mapping[str, float], streams: int
             ACCEPT_LENGTH_APART * client_accept:
         out.append(f"client and server disagree: accept length {client_accept:.2f} per the client (per request), "
                    f"{view.accept_len:.2f} per the server's decode windows")
+    if view.metrics_accept_len is not None and client_accept and abs(view.metrics_accept_len - client_accept) > \
+            ACCEPT_LENGTH_APART * client_accept:
+        out.append(f"client and server disagree: accept length {client_accept:.2f} per the client (per request), "
+                   f"{view.metrics_accept_len:.2f} per the server's /metrics counters")
     return tuple(out)

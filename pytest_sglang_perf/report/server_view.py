@@ -23,7 +23,8 @@ from pytest_sglang_perf.wrapping import wrap_lines
 def server_view_lines(results: Iterable[tuple[str, Result]], *, simulated: bool, verbose: bool = False) -> list[str]:
     """The section's lines for (test id, result) pairs in run order; empty when no cell is shown."""
     shown = [(test_id, result, result.server) for test_id, result in results
-             if result.server is not None and (verbose or result.server.findings or result.server.accept_len)]
+             if result.server is not None and (verbose or result.server.findings or result.server.accept_len
+                                               or result.server.metrics_accept_len)]
     if not shown:
         return []
     label = " (SIMULATED)" if simulated else ""
@@ -40,7 +41,8 @@ def _server(view: ServerView) -> str:
         parts.append(f"accept len {view.accept_len:.2f}")
     graphs = view.graph_true + view.graph_false
     graph = f", cuda graph {view.graph_true}/{graphs}" if graphs else ""
-    return f"server: {', '.join(parts) or 'no rates'} ({view.windows} decode windows{graph})"
+    metrics = "" if view.metrics_accept_len is None else f"; /metrics: accept length {view.metrics_accept_len:.2f}"
+    return f"server: {', '.join(parts) or 'no rates'} ({view.windows} decode windows{graph}){metrics}"
 
 
 def _client(result: Result) -> str:

@@ -265,11 +265,11 @@ class PerfSession:
         """Measure `params` on the variant's running server, watching the host and its GPUs meanwhile; raises
         client.RequestFailed."""
         from pytest_sglang_perf.measurement.measure import measure
-        from pytest_sglang_perf.session.server_view import log_offset, with_server_view
+        from pytest_sglang_perf.session.server_view import before, with_server_view
 
         run = self.runs[name]
         assert run.server is not None, "measure() needs the variant's running server"
-        offset = log_offset(run)
+        start = before(run)
         with self.conditions.watch(run) as watched:
             result = measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
                              boot_seconds=None if run.plan.url else run.server.boot_seconds,
@@ -277,7 +277,7 @@ class PerfSession:
                              timeout=self.settings.request.timeout, startup=_boot_facts(run), decided=decided,
                              flush_key=run.plan.admin_api_key)
         result = replace(result, host=watched.host, gpu=watched.gpu, boot=run.boots)
-        return self.roofline.annotate(run, with_server_view(run, offset, result))
+        return self.roofline.annotate(run, with_server_view(run, start, result))
 
     def decider(self, test_id: str, name: str, params: RequestParams) -> Callable[[Result], bool]:
         """For the adaptive plan: whether the samples so far decide the cell's verdict."""

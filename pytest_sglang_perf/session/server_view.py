@@ -1,39 +1,62 @@
 """The server's own view of each measurement: the part of its log the measurement wrote, read for SGLang's decode
-windows (server/batch_lines.py) and set beside the client's numbers (measurement/server_view.py)."""
+windows (server/batch_lines.py), and its `/metrics` counters before and after (server/metrics_scrape.py, with
+`--enable-metrics`), set beside the client's numbers (measurement/server_view.py)."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from pytest_sglang_perf.measurement.result import Result
-from pytest_sglang_perf.measurement.server_view import findings, server_view
+from pytest_sglang_perf.measurement.server_view import ServerView, findings, server_view
 from pytest_sglang_perf.server.batch_lines import decode_windows
+from pytest_sglang_perf.server.metrics_scrape import accept_length, scrape
 from pytest_sglang_perf.session.variant_run import VariantRun
 
 
-def log_offset(run: VariantRun) -> int | None:
-    """Where the variant's server log ends now; None when this run reads no log of it (a remote server)."""
-    if run.server is None or run.plan.url is not None:
-        return None
-    try:
-        return run.server.log_path.stat().st_size
-    except OSError:
-        return None
+@dataclass(frozen=True)
+class Before:
+    """Where the server's log ended and what its counters said when the measurement began."""
+
+    offset: int | None
+    """None when this run reads no log of the server (a remote one)."""
+    counters: dict[str, float] | None
+    """None when the server exports no `/metrics`."""
 
 
-def with_server_view(run: VariantRun, offset: int | None, result: Result) -> Result:
-    """`result` with what the server logged since `offset` (its decode windows) and the findings."""
-    if offset is None or run.server is None:
+def before(run: VariantRun) -> Before:
+    if run.server is None:
+        return Before(None, None)
+    offset = None
+    if run.plan.url is None:
+        try:
+            offset = run.server.log_path.stat().st_size
+        except OSError:
+            offset = None
+    return Before(offset, scrape(run.server.base_url, run.server.plan.api_key))
+
+
+def with_server_view(run: VariantRun, start: Before, result: Result) -> Result:
+    """`result` with what the server logged and counted since `start`, and the findings."""
+    if run.server is None:
         return result
+    text = _appended(run, start.offset)
+    captured = None if run.startup is None else run.startup.captured_decode_bs
+    view = server_view(decode_windows(text), captured) if text else None
+    metrics = accept_length(start.counters, scrape(run.server.base_url, run.server.plan.api_key)
+                            if start.counters is not None else None)
+    if view is None and metrics is None:
+        return result
+    view = replace(view or ServerView(0, None, None, None, 0, 0), metrics_accept_len=metrics)
+    medians = {name: summary.median for name, summary in result.summaries.items()}
+    return replace(result, server=replace(view, findings=findings(view, medians, result.params.concurrency)))
+
+
+def _appended(run: VariantRun, offset: int | None) -> str:
+    if offset is None or run.server is None:
+        return ""
     try:
         with run.server.log_path.open("rb") as log:
             log.seek(offset)
-            text = log.read().decode("utf-8", errors="replace")
+            return log.read().decode("utf-8", errors="replace")
     except OSError:
-        return result
-    captured = None if run.startup is None else run.startup.captured_decode_bs
-    view = server_view(decode_windows(text), captured)
-    if view is None:
-        return result
-    medians = {name: summary.median for name, summary in result.summaries.items()}
-    return replace(result, server=replace(view, findings=findings(view, medians, result.params.concurrency)))
+        return ""

@@ -1,6 +1,7 @@
 """The server's own view beside the client's: while a cell is measured, SGLang's `Decode batch` lines (the
-simulator writes them as SGLang does) are read, and the report and the results file show the server's accept length
-and generation throughput next to the client's (measurement/server_view.py says how they differ by definition)."""
+simulator writes them as SGLang does) and, with --enable-metrics, its /metrics counters are read, and the report and
+the results file show the server's accept length and generation throughput next to the client's
+(measurement/server_view.py says how they differ by definition)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ import pytest
 from perf_project import write_project
 
 SPEC = ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3", "--speculative-eagle-topk", "1",
-        "--speculative-num-draft-tokens", "4"]
+        "--speculative-num-draft-tokens", "4", "--enable-metrics"]
 TEST = """
 from pytest_sglang_perf.prompts import RED_BLACK_TREE
 
@@ -32,14 +33,17 @@ def test_a_speculative_cell_shows_the_servers_accept_length_and_throughput_besid
     words = " ".join(result.stdout.str().split())
     assert "sglang-perf server's view: SGLang's own Decode batch lines, beside the client (SIMULATED)" in words
     line = re.search(r"test_spec\.py::test_rbt \[mtp\]: server: gen throughput ([\d.]+) tok/s, accept len ([\d.]+) "
-                     r"\((\d+) decode windows, cuda graph (\d+)/(\d+)\); client: decode ([\d.]+) tok/s, accept length "
-                     r"([\d.]+)", words)
+                     r"\((\d+) decode windows, cuda graph (\d+)/(\d+)\); /metrics: accept length ([\d.]+); client: "
+                     r"decode ([\d.]+) tok/s, accept length ([\d.]+)", words)
     assert line is not None, words
-    server_accept, client_accept = float(line[2]), float(line[7])
+    server_accept, metrics_accept, client_accept = float(line[2]), float(line[6]), float(line[8])
+    assert abs(metrics_accept - client_accept) < 0.05 * client_accept  # the same requests' tokens per verify
     assert abs(server_accept - client_accept) < 0.15 * client_accept  # one stream: the same steps, averaged apart
     assert line[4] == line[5] and int(line[3]) >= 2
     assert "[plain]: server:" not in words  # not speculative: listed with -v only
     cells = {cell["variant"]: cell for cell in json.loads((pytester.path / "results.json").read_text())["cells"]}
     view = cells["mtp"]["server_view"]
     assert view["accept_len"] == pytest.approx(server_accept, abs=0.01) and view["findings"] == []
-    assert cells["plain"]["server_view"]["accept_len"] is None and cells["plain"]["server_view"]["windows"] >= 2
+    assert view["metrics_accept_len"] == pytest.approx(metrics_accept, abs=0.01)
+    plain = cells["plain"]["server_view"]
+    assert plain["accept_len"] is None and plain["metrics_accept_len"] is None and plain["windows"] >= 2

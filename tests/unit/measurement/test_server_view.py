@@ -43,3 +43,12 @@ def test_a_decode_step_without_its_graph_is_a_finding_only_at_a_captured_batch_s
         "1 of 3 decode windows ran without the CUDA graph at a batch size the server captured one for "
         "(`cuda graph: False` in the server's log)",)
     assert server_view(eager, None).eager_at_captured_bs == 0  # type: ignore[union-attr]  # nothing captured (CPU)
+
+
+def test_the_metrics_accept_length_is_held_to_the_clients_too() -> None:
+    view = server_view(_windows(120.0, accept=2.9), (1, 2))
+    assert view is not None
+    off = type(view)(**{**view.__dict__, "metrics_accept_len": 2.2})
+    assert findings(off, {"accept_length": 2.9}, streams=1) == (
+        "client and server disagree: accept length 2.90 per the client (per request), 2.20 per the server's /metrics "
+        "counters",)
