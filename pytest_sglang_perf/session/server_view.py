@@ -32,7 +32,16 @@ def before(run: VariantRun) -> Before:
             offset = run.server.log_path.stat().st_size
         except OSError:
             offset = None
-    return Before(offset, scrape(run.server.base_url, run.server.plan.api_key))
+    counters = scrape(run.server.base_url, run.server.plan.api_key) if _exports_metrics(run) else None
+    return Before(offset, counters)
+
+
+def _exports_metrics(run: VariantRun) -> bool:
+    """False when `/server_info` says the server runs without `--enable-metrics` (no `/metrics` to ask: two
+    requests per measurement saved); True when it says so or its configuration was not read."""
+    if run.config is None:
+        return True
+    return run.config.info.get("enable_metrics") is not False
 
 
 def with_server_view(run: VariantRun, start: Before, result: Result) -> Result:

@@ -28,7 +28,7 @@ def test_a_speculative_cell_shows_the_servers_accept_length_and_throughput_besid
                   sim=["--sim-decode-tok-s", "600", "--sim-ttft", "0.02", "--sim-accept-length", "2.5",
                        "--sim-boot-seconds", "0.3"])
     pytester.makepyfile(test_spec=TEST)
-    result = pytester.runpytest("--sglang-simulate", "--sglang-results=results.json")
+    result = pytester.runpytest("--sglang-simulate", "--sglang-results=results.json", "--sglang-log-dir=logs")
     result.assert_outcomes(passed=2)
     words = " ".join(result.stdout.str().split())
     assert "sglang-perf server's view: SGLang's own Decode batch lines, beside the client (SIMULATED)" in words
@@ -47,3 +47,5 @@ def test_a_speculative_cell_shows_the_servers_accept_length_and_throughput_besid
     assert view["metrics_accept_len"] == pytest.approx(metrics_accept, abs=0.01)
     plain = cells["plain"]["server_view"]
     assert plain["accept_len"] is None and plain["metrics_accept_len"] is None and plain["windows"] >= 2
+    asked = {log.name: "GET /metrics" in log.read_text() for log in (pytester.path / "logs").rglob("*.log")}
+    assert sorted(asked.values()) == [False, True], asked  # only the server with --enable-metrics is asked
