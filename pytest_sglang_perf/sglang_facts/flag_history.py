@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -92,10 +92,13 @@ class FlagSpan:
     dest: str
     new_flag: str | None = None
     """The replacement the last release that had it named (a deprecated option's `new_flag`), if any."""
+    absent: tuple[str, ...] = ()
+    """Covered releases between `first` and `last` that did not have it (a flag that left and came back)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"first": self.first, "last": self.last, "dest": self.dest,
-                **({"new_flag": self.new_flag} if self.new_flag is not None else {})}
+                **({"new_flag": self.new_flag} if self.new_flag is not None else {}),
+                **({"absent": list(self.absent)} if self.absent else {})}
 
 
 @dataclass(frozen=True)
@@ -110,8 +113,8 @@ class FlagHistory:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> FlagHistory:
-        flags = {flag: FlagSpan(flag, str(item["first"]), str(item["last"]), str(item["dest"]),
-                                item.get("new_flag")) for flag, item in data["flags"].items()}
+        flags = {flag: FlagSpan(flag, str(item["first"]), str(item["last"]), str(item["dest"]), item.get("new_flag"),
+                                tuple(str(v) for v in item.get("absent", ()))) for flag, item in data["flags"].items()}
         return cls(tuple(str(v) for v in data["versions"]), flags)
 
     def hint(self, flag: str, version: str, known: Mapping[str, Sequence[Any] | None]) -> str | None:
@@ -123,13 +126,25 @@ class FlagHistory:
         if version_key(version) < version_key(span.first):
             return f"{flag} is new in SGLang {span.first} (this is {version})"
         if version_key(version) <= version_key(span.last):
-            return f"SGLang {span.first} to {span.last} have {flag}, but this build of {version} does not"
+            return self._inside(span, version)
         where = f"{flag} is gone after SGLang {span.last} (this is {version})"
         if span.new_flag is not None:
             return f"{where}; there it was deprecated for {span.new_flag}{_still(span.new_flag, version, known)}"
         same = sorted(other for other, item in self.flags.items()
                       if other in known and item.dest == span.dest and other != flag)
         return f"{where}; {version} sets the same field with {' / '.join(same)}" if same else where
+
+
+    def _inside(self, span: FlagSpan, version: str) -> str:
+        """The hint for a release inside the flag's span: one of its gaps, or a build that dropped it."""
+        gap = [v for v in self.versions if v in span.absent and version_key(v) <= version_key(version)]
+        later = [v for v in self.versions if version_key(v) > version_key(version) and v not in span.absent
+                 and version_key(v) <= version_key(span.last)]
+        if gap and later and version_key(version) < version_key(later[0]):
+            before = [v for v in self.versions if version_key(v) < version_key(gap[0]) and v not in span.absent]
+            left = f"it left after SGLang {before[-1]}" if before else "it was not there yet"
+            return f"{span.flag} is not in SGLang {version}: {left} and came back in {later[0]}"
+        return f"SGLang {span.first} to {span.last} have {span.flag}, but this build of {version} does not"
 
 
 def _still(replacement: str, version: str, known: Mapping[str, Sequence[Any] | None]) -> str:
@@ -153,6 +168,13 @@ def history_of(tables: Sequence[FlagTable]) -> FlagHistory:
         for flag, spec in by_flag(table).items():
             first = spans[flag].first if flag in spans else table.sglang_version
             spans[flag] = FlagSpan(flag, first, table.sglang_version, spec.dest, spec.new_flag)
+    flags_of = [set(by_flag(table)) for table in ordered]
+    for flag, span in spans.items():
+        inside = [(table.sglang_version, flag in known) for table, known in zip(ordered, flags_of, strict=True)
+                  if version_key(span.first) <= version_key(table.sglang_version) <= version_key(span.last)]
+        absent = tuple(version for version, has in inside if not has)
+        if absent:
+            spans[flag] = replace(span, absent=absent)
     return FlagHistory(tuple(table.sglang_version for table in ordered), spans)
 
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from pytest_sglang_perf.server.preflight import check_variant, suggest_for_message
-from pytest_sglang_perf.sglang_facts.flag_history import HISTORY, diff_tables, history_of, load_history
-from pytest_sglang_perf.sglang_facts.flags import load_flag_table, table_for
+from pytest_sglang_perf.sglang_facts.flag_history import HISTORY, FlagHistory, diff_tables, history_of, load_history
+from pytest_sglang_perf.sglang_facts.flags import FlagSpec, FlagTable, load_flag_table, table_for
 from pytest_sglang_perf.sglang_facts.parsers import flag_table_parser
 from pytest_sglang_perf.sglang_facts.rules import load_rules, rules_note
 from pytest_sglang_perf.sglang_facts.versions import DATA, covered, facts_version, version_key
@@ -74,6 +74,19 @@ def test_an_unknown_flag_is_explained_by_the_releases_that_had_it() -> None:
                      "--cuda-graph-backend-prefill has no tc_piecewise (it takes full, breakable, disabled)")
     [older] = suggest_for_message("error: unrecognized arguments: --attn-dp-size 2", flag_table_parser("0.5.21"))
     assert older == "--attn-dp-size is new in SGLang 0.5.22 (this is 0.5.21)"
+
+
+def test_a_flag_that_left_and_came_back_is_explained_by_its_gap() -> None:
+    def table(version: str, *flags: str) -> FlagTable:
+        return FlagTable(version, "sglang serve", tuple(FlagSpec((flag,), flag[2:].replace("-", "_"), "store_true")
+                                                         for flag in flags))
+    tables = [table("0.5.1", "--a", "--back"), table("0.5.2", "--a"), table("0.5.3", "--a"),
+              table("0.5.4", "--a", "--back")]
+    history = FlagHistory.from_dict(history_of(tables).to_dict())
+    assert history.flags["--back"].absent == ("0.5.2", "0.5.3")
+    assert history.hint("--back", "0.5.3", {}) == "--back is not in SGLang 0.5.3: it left after SGLang 0.5.1 and " \
+                                                  "came back in 0.5.4"
+    assert history.hint("--a", "0.5.3", {}) == "SGLang 0.5.1 to 0.5.4 have --a, but this build of 0.5.3 does not"
 
 
 def test_0_5_23s_rename_advice_is_given_only_with_0_5_23s_flags() -> None:
