@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from inner_pytest import Project, Run, run_pytest
 from releases import CPU_ARGS, OLDER, OLDER_VAR
-from test_real_sglang import Project, Run, run_pytest
 
 from pytest_sglang_perf.server.batch_lines import batch_lines
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from test_real_sglang import MAX_TOTAL_TOKENS, Project, Run, run_pytest
+from inner_pytest import MAX_TOTAL_TOKENS, Project, Run, run_pytest
 
 VARIANTS = {"default": [], "cache_report": ["--enable-cache-report"]}
 TEST_FILE = """
