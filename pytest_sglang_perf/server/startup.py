@@ -180,10 +180,11 @@ def _timing_facts(text: str) -> dict[str, Any]:
     return facts
 
 
-_CAPACITY_KEYS = ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e", "cuda_graph",
+_LOGGED_KEYS = ("load_weight", "kv_cache_allocation", "scheduler_e2e", "tokenizer_e2e", "cuda_graph",
                   "max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests",
                   "context_len", "available_gpu_mem", "available_cpu_mem")
-"""The timing and capacity facts, None until a line says them (so that every rank's reading has every field)."""
+"""The timing and capacity facts of one line each, None until a line says them (so that every rank's reading has
+every field)."""
 
 
 def _capacity_facts(text: str) -> dict[str, Any]:
@@ -209,12 +210,12 @@ def _kv_gb(sizes: str) -> float | None:
     return None
 
 
-def _kv_facts(text: str) -> dict[str, Any]:
-    match = KV_CACHE_LINE.search(text)
-    if match is None:
-        return {}
-    return {"kv_cache_tokens": int(match["tokens"]), "kv_cache_gb": _kv_gb(match["sizes"]),
-            "kv_cache_dtype": match["dtype"]}
+def _kv_facts(pools: tuple[KvPool, ...]) -> dict[str, Any]:
+    """The first pool's size as the kv_cache_* fields (the target model's pool; a hybrid model's others follow)."""
+    first = pools[0] if pools else None
+    return {"kv_cache_tokens": None if first is None else first.tokens,
+            "kv_cache_gb": None if first is None else first.gb,
+            "kv_cache_dtype": None if first is None else first.dtype}
 
 
 def _batch_sizes(text: str) -> tuple[int, ...] | None:
@@ -292,17 +293,16 @@ def startup_facts(text: str) -> StartupFacts:
 def _facts(lines: list[str]) -> dict[str, Any]:
     """The startup facts of one rank's messages (StartupFacts' fields but graph_failed)."""
     messages = "\n".join(lines)
-    facts: dict[str, Any] = {**dict.fromkeys(_CAPACITY_KEYS), **_timing_facts(messages), **_capacity_facts(messages),
-                             **_kv_facts(messages)}
-    for name in ("kv_cache_tokens", "kv_cache_gb", "kv_cache_dtype"):
-        facts.setdefault(name, None)
+    pools = _kv_pools(messages)
+    facts: dict[str, Any] = {**dict.fromkeys(_LOGGED_KEYS), **_timing_facts(messages), **_capacity_facts(messages),
+                             **_kv_facts(pools)}
     if facts.get("load_weight") is None:
         facts["load_weight"] = _load_weight(messages)
     facts.update(_graph_facts(lines, facts.get("cuda_graph")))
     if facts["captured_decode_bs"] is None:
         facts["captured_decode_bs"] = _batch_sizes_line(messages)
     return {**facts, "prefill_graph_skipped": _prefill_skipped(messages), "weights_mem_gb": _weights_mem(messages),
-            "kv_pools": _kv_pools(messages)}
+            "kv_pools": pools}
 
 
 def _weights_mem(text: str) -> float | None:
