@@ -26,8 +26,8 @@ def boot_failure_cause(log_tail: Sequence[str]) -> str | None:
     may be far from the end): the simulator's first own error line, else argparse's error line (last, after up to
     hundreds of usage lines), else a hard crash's `Fatal Python error` (the first: a dying process group prints
     several), else NCCL's first `NCCL WARN` line, else the last line of a traceback, of a C++ exception
-    (`what(): ...`) or of SGLang's `... failed with error: ...`, else SGLang's `Scheduler hit an exception` line (a
-    traceback whose end is not in the log)."""
+    (`what(): ...`), of a kernel library's `CUDA error (...): ...` or of SGLang's `... failed with error: ...`, else
+    SGLang's `Scheduler hit an exception` line (a traceback whose end is not in the log)."""
     lines = [strip_prefix(line) for line in log_tail]
     simulator = next((line for line in lines if _SIMULATOR_CAUSE.match(line)), None)
     if simulator is not None:
@@ -39,7 +39,7 @@ def boot_failure_cause(log_tail: Sequence[str]) -> str | None:
         found = next((line for line in lines if pattern.search(line)), None)
         if found is not None:
             return found
-    for pattern in (_EXCEPTION, _CXX_WHAT, _FAILED_WITH, _SCHEDULER_EXCEPTION):
+    for pattern in (_EXCEPTION, _CXX_WHAT, _CUDA_ERROR, _FAILED_WITH, _SCHEDULER_EXCEPTION):
         last = [line for line in lines if pattern.search(line)]
         if last:
             return last[-1]
@@ -51,9 +51,14 @@ _NCCL_WARN = re.compile(r"\bNCCL WARN\b")
 _NCCL = re.compile(r"\bNCCL WARN\b|\bNCCL error\b")
 _CXX_WHAT = re.compile(r"^what\(\):\s+\S")
 """A C++ exception's message as `terminate called after throwing ...` prints it (the NCCL watchdog's CUDA error)."""
+_CUDA_ERROR = re.compile(r"^CUDA error\b.*: \S")
+"""A CUDA error a C++ kernel library prints itself (`CUDA error (get_mla_metadata.cu:93): no kernel image is available
+for execution on the device`, FlashMLA on a GPU it was not built for), no Python traceback after it."""
 _FAILED_WITH = re.compile(r"\bfailed with error: \S")
 """SGLang's own line for a failed step (`Piecewise CUDA Graph failed with error: ...`)."""
-_SCHEDULER_EXCEPTION = re.compile(r"\bhit an exception: ")
+_SCHEDULER_EXCEPTION = re.compile(r"\bhit an exception: |^Exception in run_tp_server:")
+"""SGLang's line before a scheduler's traceback: `Scheduler hit an exception: ...`; `Exception in run_tp_server:`
+before 0.4 (a published 2024 TP8 log)."""
 FAILURE_KINDS = (
     ("fatal_python_error", re.compile(r"^Fatal Python error")),
     ("nccl", _NCCL),

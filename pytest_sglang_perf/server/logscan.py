@@ -24,10 +24,11 @@ PHASES = (
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX = re.compile(
     r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\) )?"  # Ray's actor tag, where SGLang runs in a Ray actor
-    r"(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:\.\d{3})?(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ?"
+    r"(?:\[(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ?"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? [A-Z]+ \d+ \[ ?(?P<ranks2>(?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\] )?"
 )
-"""SGLang's line prefix `[YYYY-MM-DD HH:MM:SS(.mmm)( DP0)( TP1)...] `; also a logging format that puts the ranks
+"""SGLang's line prefix `[YYYY-MM-DD HH:MM:SS(.mmm)( DP0)( TP1)...] ` (without the date before SGLang 0.4: `[23:17:08
+TP4] `, seen in published 2024 logs); also a logging format that puts the ranks
 before the source file (`2025-10-29 02:27:35 INFO 8900 [ DP15 TP15 EP15 scheduler_metrics_mixin.py:222] `, seen
 in a published H20 log), and Ray's `(SGLangEngine pid=952, ip=...) ` actor tag before either."""
 _RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
@@ -130,8 +131,10 @@ def _weights_begin(m: re.Match[str]) -> str:
 
 
 def _weights_end(m: re.Match[str]) -> str:
-    seconds = f"{m['elapsed']} s, " if m["elapsed"] else ""  # older SGLang: no elapsed=
-    return f"weights loaded ({seconds}type={m['type']})"
+    seconds = f"{m['elapsed']} s" if m["elapsed"] else ""  # older SGLang: no elapsed=
+    kind = f"type={m['type']}" if m["type"] else ""  # a quantized checkpoint's line may name none
+    said = ", ".join(part for part in (seconds, kind) if part)
+    return f"weights loaded ({said})" if said else "weights loaded"
 
 
 def _weights_committed(m: re.Match[str]) -> str:
@@ -176,7 +179,8 @@ def _fired_up(m: re.Match[str]) -> str:
 _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     ("loading_weights", re.compile(r"^Load weight begin\. avail mem=(?P<mem>[\d.]+) GB"), _weights_begin),
     ("weights_loaded",
-     re.compile(r"^Load weight end\.(?: elapsed=(?P<elapsed>[\d.]+) s,)? type=(?P<type>[^,\s]+)"), _weights_end),
+     re.compile(r"^Load weight end\.(?! Committed)(?: elapsed=(?P<elapsed>[\d.]+) s,)?"
+                r"(?:.*?\btype=(?P<type>[^,\s]+))?"), _weights_end),
     ("weights_loaded",
      re.compile(r"^Load weight end\. Committed real weights after CUDA graph capture in (?P<elapsed>[\d.]+) s"),
      _weights_committed),

@@ -245,12 +245,16 @@ def _captures(lines: list[str]) -> tuple[GraphCapture, ...]:
     return tuple(captures)
 
 
-def _decode_bs(captures: tuple[GraphCapture, ...]) -> tuple[int, ...] | None:
+def _decode_bs(captures: tuple[GraphCapture, ...], lines: list[str]) -> tuple[int, ...] | None:
+    """The target decode graph's sizes: of its capture-end line, else of its begin line (a log cut, or a capture
+    that failed, before the end)."""
     for graph in TARGET_GRAPHS["decode"]:
         for capture in captures:
             if capture.graph == graph:
                 return capture.batch_sizes
-    return None
+    begun = {graph_name(begin): _batch_sizes(begin["rest"]) for line in lines
+             if (begin := CAPTURE_BEGIN.match(line)) is not None}
+    return next((begun[graph] for graph in TARGET_GRAPHS["decode"] if begun.get(graph)), None)
 
 
 def _graph_seconds(timings: Mapping[str, float] | None, captures: tuple[GraphCapture, ...]) -> float | None:
@@ -262,7 +266,7 @@ def _graph_seconds(timings: Mapping[str, float] | None, captures: tuple[GraphCap
 
 def _graph_facts(lines: list[str], timings: Mapping[str, float] | None) -> dict[str, Any]:
     captures = _captures(lines)
-    return {"captures": captures, "captured_decode_bs": _decode_bs(captures),
+    return {"captures": captures, "captured_decode_bs": _decode_bs(captures, lines),
             "graph_capture_seconds": _graph_seconds(timings, captures)}
 
 

@@ -35,9 +35,11 @@ def _rank_label(line: str) -> str | None:
     return " ".join(f"{name}{number}" for name, number in ranks.items()) or None
 
 
-_WRAPPER = re.compile(r"^(?:\([A-Za-z]\w* pid=\d+(?:, ip=[\d.]+)?\) |\S+ stdout [FP] |[A-Z]+ \d{4}-\d{2}-\d{2}T\S+ )")
+_WRAPPER = re.compile(r"^(?:> ?)?(?:\([A-Za-z]\w* pid=\d+(?:, ip=[\d.]+)?\) |\S+ stdout [FP] "
+                      r"|[A-Z]+ \d{4}-\d{2}-\d{2}T\S+ |\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d+Z |[\w.-]+\s+\| )?")
 """What a cluster puts before each line of the server's output (Ray's actor tag, Kubernetes' and a cloud logger's
-stamps): not the server's log, which the plugin reads from its own file."""
+stamps, `docker logs --timestamps`' stamp, docker compose's `service  | `) and a Markdown quote marker the poster
+added: not the server's log, which the plugin reads from its own file."""
 
 
 def unwrapped(text: str) -> str:

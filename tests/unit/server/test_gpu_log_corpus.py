@@ -13,7 +13,7 @@ from pytest_sglang_perf.server.batch_lines import batch_lines, decode_windows
 from pytest_sglang_perf.server.failure_cause import boot_failure_cause
 from pytest_sglang_perf.server.hints import boot_hints
 from pytest_sglang_perf.server.launcher import BootError
-from pytest_sglang_perf.server.logscan import logical_lines
+from pytest_sglang_perf.server.logscan import line_ranks, logical_lines, progress_event
 from pytest_sglang_perf.server.startup import startup_facts
 
 EXCERPT_ARTIFACTS = {
@@ -27,11 +27,12 @@ EXCERPT_ARTIFACTS = {
 """Facts of a posted excerpt that no reader of a real log could take from it, each with why (the collector's
 window cut the line, or the author's copy mangled it). They must stay misses: the test says when one is read."""
 
-ALL = [*logs("dev"), *logs("holdout"), *logs("holdout2")]
+FOLDERS = sorted(path.name for path in CORPUS.iterdir() if path.is_dir())
+ALL = [log for folder in FOLDERS for log in logs(folder)]
 
 
 def test_the_corpus_has_dev_and_holdout_logs_with_their_facts() -> None:
-    assert len(logs("dev")) >= 40 and len(logs("holdout")) >= 10
+    assert len(logs("dev")) >= 40 and len(logs("holdout")) >= 10 and {"holdout2", "holdout3"} <= set(FOLDERS)
     assert all(log.with_suffix(".json").is_file() for log in ALL)
     assert (CORPUS / "README.md").is_file()
 
@@ -64,6 +65,24 @@ def test_a_prefill_graphs_token_sizes_and_a_negative_memory_delta_are_read() -> 
             "avail mem=20.01 GB.\n")
     [capture] = startup_facts(text).target_captures("prefill")
     assert (capture.batch_sizes, capture.mem_usage_gb, capture.seconds) == ((4, 8, 16), -0.01, 2.1)
+
+
+def test_wordings_first_seen_in_the_third_holdout_are_read() -> None:
+    """Lines as holdout3's logs print them: a time-only prefix of 2024 SGLang with its `Exception in run_tp_server:`,
+    a quantized checkpoint's `Load weight end` without `type=`, a capture begin line whose end the log lacks, and a
+    kernel library's own `CUDA error (...)` line as the cause."""
+    old = ["[23:17:01 TP7] Load weight end. type=DeepseekV2ForCausalLM, dtype=torch.bfloat16, avail mem=22.01 GB",
+           "[23:17:08 TP4] Exception in run_tp_server:", "Traceback (most recent call last):"]
+    assert [line_ranks(line) for line in old[:2]] == [{"TP": 7}, {"TP": 4}]
+    assert boot_failure_cause(old) == "Exception in run_tp_server:"
+    event = progress_event("Load weight end. quant=fp8, fmt=e4m3, avail mem=12.25 GB, mem usage=125.65 GB.", 1.0)
+    assert event is not None and event.message == "weights loaded"
+    begin = ("[2026-07-12 13:55:29 TP0 EP0] Capture target decode CUDA graph begin. backend=full, num_tokens_per_bs=1, "
+             "bs=[1, 2, 4, 8], avail mem=13.24 GB")
+    assert startup_facts(begin).captured_decode_bs == (1, 2, 4, 8)
+    kernel = ["[2025-12-09 05:12:23 DP6 TP6] Capture cuda graph begin. This can take up to several minutes.",
+              "CUDA error (get_mla_metadata.cu:93): no kernel image is available for execution on the device"]
+    assert boot_failure_cause(kernel) == kernel[1]
 
 
 def test_a_glued_line_and_a_progress_bar_hide_no_fact() -> None:
