@@ -19,6 +19,10 @@ from pytest_sglang_perf.prompts import RED_BLACK_TREE
 
 def test_rbt(sglang_perf):
     sglang_perf.check(sglang_perf.measure(RED_BLACK_TREE))
+
+
+def test_rbt_four_streams(sglang_perf):
+    sglang_perf.check(sglang_perf.measure(RED_BLACK_TREE, concurrency=4))
 """
 
 
@@ -29,7 +33,7 @@ def test_a_speculative_cell_shows_the_servers_accept_length_and_throughput_besid
                        "--sim-boot-seconds", "0.3"])
     pytester.makepyfile(test_spec=TEST)
     result = pytester.runpytest("--sglang-simulate", "--sglang-results=results.json", "--sglang-log-dir=logs")
-    result.assert_outcomes(passed=2)
+    result.assert_outcomes(passed=4)
     words = " ".join(result.stdout.str().split())
     assert "sglang-perf server's view: SGLang's own Decode batch lines, beside the client (SIMULATED)" in words
     line = re.search(r"test_spec\.py::test_rbt \[mtp\]: server: gen throughput ([\d.]+) tok/s, accept len ([\d.]+) "
@@ -41,7 +45,11 @@ def test_a_speculative_cell_shows_the_servers_accept_length_and_throughput_besid
     assert abs(server_accept - client_accept) < 0.15 * client_accept  # one stream: the same steps, averaged apart
     assert line[4] == line[5] and int(line[3]) >= 2
     assert "[plain]: server:" not in words  # not speculative: listed with -v only
-    cells = {cell["variant"]: cell for cell in json.loads((pytester.path / "results.json").read_text())["cells"]}
+    every = json.loads((pytester.path / "results.json").read_text())["cells"]
+    cells = {cell["variant"]: cell for cell in every if cell["test_id"].endswith("test_rbt")}
+    [four] = [cell["server_view"] for cell in every if cell["variant"] == "mtp" and "four" in cell["test_id"]]
+    assert four["max_running_req"] == 4 and four["findings"] == []  # the accept lengths are held at 4 streams too
+    assert abs(four["accept_len"] - four["metrics_accept_len"]) < 0.15 * four["metrics_accept_len"]
     view = cells["mtp"]["server_view"]
     assert view["accept_len"] == pytest.approx(server_accept, abs=0.01) and view["findings"] == []
     assert view["metrics_accept_len"] == pytest.approx(metrics_accept, abs=0.01)

@@ -32,7 +32,9 @@ def test_a_server_faster_than_the_client_and_a_different_accept_length_are_findi
         "measured 150.0 tok/s of decode: the client lost time the server did not (a busy or slow client)",
         "client and server disagree: accept length 2.90 per the client (per request), 2.00 per the server's decode "
         "windows")
-    assert findings(view, {"decode_throughput": 150.0, "accept_length": 2.9}, streams=4) == ()  # not comparable
+    # At 4 streams a window's rate is the batch's, not one stream's: not comparable; its accept length still is (the
+    # same prompt's requests, weighted alike).
+    assert findings(view, {"decode_throughput": 150.0, "accept_length": 2.9}, streams=4) == found[1:]
 
 
 def test_a_decode_step_without_its_graph_is_a_finding_only_at_a_captured_batch_size() -> None:
