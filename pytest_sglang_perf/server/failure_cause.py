@@ -56,16 +56,18 @@ _CUDA_ERROR = re.compile(r"^CUDA error\b.*: \S")
 for execution on the device`, FlashMLA on a GPU it was not built for), no Python traceback after it."""
 _FAILED_WITH = re.compile(r"\bfailed with error: \S")
 """SGLang's own line for a failed step (`Piecewise CUDA Graph failed with error: ...`)."""
-_SCHEDULER_EXCEPTION = re.compile(r"\bhit an exception: |^Exception in run_tp_server:")
-"""SGLang's line before a scheduler's traceback: `Scheduler hit an exception: ...`; `Exception in run_tp_server:`
-before 0.4 (a published 2024 TP8 log)."""
+_SCHEDULER_EXCEPTION = re.compile(
+    r"\bhit an exception: |^Exception in (?:run_tp_server|ModelTpServer):|^router init state: Traceback")
+"""SGLang's line before a scheduler's traceback: `Scheduler hit an exception: ...`; before 0.4 `Exception in
+run_tp_server:` or `Exception in ModelTpServer:`, and SGLang 0.1's `router init state: Traceback ...` (published
+2024 logs)."""
 FAILURE_KINDS = (
     ("fatal_python_error", re.compile(r"^Fatal Python error")),
     ("nccl", _NCCL),
     ("oom", re.compile(r"out of memory|OutOfMemoryError|\bOOM\b", re.IGNORECASE)),
     ("cuda", re.compile(r"\bCUDA error\b|illegal memory access")),
     ("signal", re.compile(r"\bSIG[A-Z]+\b|\bkilled by signal\b", re.IGNORECASE)),
-    ("exception", re.compile(r"(?:Error|Exception)\b|hit an exception|^Traceback|failed with error")),
+    ("exception", re.compile(r"(?:Error|Exception)\b|hit an exception|\bTraceback \(most recent|failed with error")),
 )
 """A cause line's kind, the first that matches."""
 

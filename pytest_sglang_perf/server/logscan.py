@@ -25,12 +25,14 @@ _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX = re.compile(
     r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\) )?"  # Ray's actor tag, where SGLang runs in a Ray actor
     r"(?:\[(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ?"
-    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? [A-Z]+ \d+ \[ ?(?P<ranks2>(?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\] )?"
+    r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? [A-Z]+ \d+ \[ ?(?P<ranks2>(?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\] "
+    r"|(?P<ranks3>Rank \d+): )?"
 )
 """SGLang's line prefix `[YYYY-MM-DD HH:MM:SS(.mmm)( DP0)( TP1)...] ` (without the date before SGLang 0.4: `[23:17:08
 TP4] `, seen in published 2024 logs); also a logging format that puts the ranks
 before the source file (`2025-10-29 02:27:35 INFO 8900 [ DP15 TP15 EP15 scheduler_metrics_mixin.py:222] `, seen
-in a published H20 log), and Ray's `(SGLangEngine pid=952, ip=...) ` actor tag before either."""
+in a published H20 log), SGLang 0.1's `Rank 0: ` (a tensor-parallel rank, no time), and Ray's `(SGLangEngine
+pid=952, ip=...) ` actor tag before any of them."""
 _RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 _LEVEL = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")
 KV_CACHE_LINE = re.compile(
@@ -118,6 +120,8 @@ def line_ranks(line: str) -> dict[str, int]:
     match = _PREFIX.match(_ANSI.sub("", line).strip())
     if match is None:
         return {}
+    if match.group("ranks3"):
+        return {"Rank": int(match.group("ranks3").split()[1])}
     return {name: int(num) for name, num in _RANK.findall(match.group("ranks") or match.group("ranks2") or "")}
 
 
@@ -164,7 +168,7 @@ def _prefill_disabled(m: re.Match[str]) -> str:
 
 def _scheduler_ready(m: re.Match[str]) -> str:
     pairs = key_values(m.string)
-    keys = ("max_total_num_tokens", "max_running_requests", "context_len")
+    keys = ("max_total_num_tokens", "max_total_num_token", "max_running_requests", "context_len")
     return "scheduler ready (" + ", ".join(f"{k}={pairs[k]}" for k in keys if k in pairs) + ")"
 
 
@@ -179,7 +183,7 @@ def _fired_up(m: re.Match[str]) -> str:
 _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] = (
     ("loading_weights", re.compile(r"^Load weight begin\. avail mem=(?P<mem>[\d.]+) GB"), _weights_begin),
     ("weights_loaded",
-     re.compile(r"^Load weight end\.(?! Committed)(?: elapsed=(?P<elapsed>[\d.]+) s,)?"
+     re.compile(r"^[Ll]oad weight end\.(?! Committed)(?: elapsed=(?P<elapsed>[\d.]+) s,)?"
                 r"(?:.*?\btype=(?P<type>[^,\s]+))?"), _weights_end),
     ("weights_loaded",
      re.compile(r"^Load weight end\. Committed real weights after CUDA graph capture in (?P<elapsed>[\d.]+) s"),
@@ -190,7 +194,7 @@ _RULES: tuple[tuple[str, re.Pattern[str], Callable[[re.Match[str]], str]], ...] 
     ("capturing_graphs",
      re.compile(r"^Disable (?P<what>(?:\w+ )?prefill CUDA graph)(?: capture)? (?P<why>(?:because|for) .*)"),
      _prefill_disabled),
-    ("graphs_captured", re.compile(r"^max_total_num_tokens=\d+, "), _scheduler_ready),
+    ("graphs_captured", re.compile(r"^max_total_num_tokens?=\d+, "), _scheduler_ready),
     ("http_up", re.compile(r"Uvicorn running on (?P<url>\S+)"), _http_up),
     ("ready", re.compile(r"^The server is fired up and ready to roll!"), _fired_up),
 )
@@ -208,7 +212,7 @@ def progress_event(line: str, elapsed: float) -> ProgressEvent | None:
 
 _BOOT_START = re.compile(r"^server_args=")
 _WEIGHTS_BEGIN = re.compile(r"^Load weight begin\.")
-_BOOT_DONE = re.compile(r"^(?:max_total_num_tokens=\d+, |Engine startup timings |The server is fired up)")
+_BOOT_DONE = re.compile(r"^(?:max_total_num_tokens?=\d+, |Engine startup timings |The server is fired up)")
 
 
 def first_rank_messages(text: str) -> list[str]:

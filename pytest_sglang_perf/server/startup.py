@@ -28,7 +28,9 @@ from pytest_sglang_perf.server.logscan import (
 
 _TIMINGS = re.compile(r"Engine startup timings \(s\): (?P<body>.*)$", re.MULTILINE)
 _GRAPH_TIMINGS = re.compile(r"cuda_graph=\{(?P<graphs>[^}]*)\}")
-_CAPACITY = re.compile(r"^max_total_num_tokens=\d+, .*$", re.MULTILINE)
+_CAPACITY = re.compile(r"^max_total_num_tokens?=\d+, .*$", re.MULTILINE)
+"""The scheduler's capacity line; SGLang 0.1 wrote `max_total_num_token=N, max_prefill_num_token=N, context_len=N`."""
+_OLD_KEYS = {"max_total_num_token": "max_total_num_tokens", "max_prefill_num_token": "max_prefill_tokens"}
 _LOAD_END = re.compile(rf"^Load weight end\. elapsed=(?P<seconds>{NUMBER}) s", re.MULTILINE)
 _LOAD_END_MEM = re.compile(rf"^Load weight end\..*?\bmem usage=(?P<gb>-?{NUMBER}) GB", re.MULTILINE)
 """The weights' memory of the first `Load weight end` line (`mem usage=-0.01 GB` is a real reading: kept)."""
@@ -191,7 +193,7 @@ def _capacity_facts(text: str) -> dict[str, Any]:
     match = _last_match(_CAPACITY, text)
     if match is None:
         return {}
-    pairs = key_values(match.group(0))
+    pairs = {_OLD_KEYS.get(key, key): value for key, value in key_values(match.group(0)).items()}
     ints = ("max_total_num_tokens", "chunked_prefill_size", "max_prefill_tokens", "max_running_requests",
             "context_len")
     facts: dict[str, Any] = {key: _int(pairs.get(key)) for key in ints}

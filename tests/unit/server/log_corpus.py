@@ -32,13 +32,16 @@ def logs(folder: str) -> list[Path]:
 
 def _rank_label(line: str) -> str | None:
     ranks = line_ranks(line)
-    return " ".join(f"{name}{number}" for name, number in ranks.items()) or None
+    return " ".join(f"{name} {number}" if name == "Rank" else f"{name}{number}"  # SGLang 0.1's `Rank 0: `
+                    for name, number in ranks.items()) or None
 
 
 _WRAPPER = re.compile(r"^(?:> ?)?(?:\([A-Za-z]\w* pid=\d+(?:, ip=[\d.]+)?\) |\S+ stdout [FP] "
-                      r"|[A-Z]+ \d{4}-\d{2}-\d{2}T\S+ |\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d+Z |[\w.-]+\s+\| )?")
+                      r"|[A-Z]+ \d{4}-\d{2}-\d{2}T\S+ |\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d+Z |[\w.-]+\s+\| "
+                      r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \| [A-Z]+ \| [\w.]+ \| )?")
 """What a cluster puts before each line of the server's output (Ray's actor tag, Kubernetes' and a cloud logger's
-stamps, `docker logs --timestamps`' stamp, docker compose's `service  | `) and a Markdown quote marker the poster
+stamps, `docker logs --timestamps`' stamp, docker compose's `service  | `, a host application's logger
+`2025-07-02 16:41:31 | INFO | stdout | `) and a Markdown quote marker the poster
 added: not the server's log, which the plugin reads from its own file."""
 
 
@@ -145,7 +148,8 @@ def expected(log: Path) -> dict[str, Any]:
 
 def main() -> None:
     verbose = "-v" in sys.argv
-    for folder in sys.argv[2:] if verbose and len(sys.argv) > 2 else ("dev", "holdout", "holdout2"):
+    folders = [arg for arg in sys.argv[1:] if arg != "-v"] or sorted(p.name for p in CORPUS.iterdir() if p.is_dir())
+    for folder in folders:
         total = right = 0
         for log in logs(folder):
             counted, misses = compare(expected(log), read(log.read_text(encoding="utf-8")))

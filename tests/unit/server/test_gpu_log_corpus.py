@@ -10,7 +10,7 @@ import pytest
 from log_corpus import CORPUS, compare, expected, logs, read
 
 from pytest_sglang_perf.server.batch_lines import batch_lines, decode_windows
-from pytest_sglang_perf.server.failure_cause import boot_failure_cause
+from pytest_sglang_perf.server.failure_cause import boot_failure_cause, failure_kind
 from pytest_sglang_perf.server.hints import boot_hints
 from pytest_sglang_perf.server.launcher import BootError
 from pytest_sglang_perf.server.logscan import line_ranks, logical_lines, progress_event
@@ -23,6 +23,7 @@ EXCERPT_ARTIFACTS = {
     ("sgl-16526-ascend-tp2-piecewise", "weights_gb"): "the same line",
     ("sgl-38849-mi300-segfault-interleaved", "failure.kind"): "only interleaved stack fragments: no line to quote",
     ("sgl-1751-phi35-capture-traceback", "failure.kind"): "the excerpt ends inside a traceback: no cause line",
+    ("sgl-2037-docker-ts-logger-traceback", "failure.kind"): "the excerpt ends inside a traceback: no cause line",
 }
 """Facts of a posted excerpt that no reader of a real log could take from it, each with why (the collector's
 window cut the line, or the author's copy mangled it). They must stay misses: the test says when one is read."""
@@ -32,7 +33,8 @@ ALL = [log for folder in FOLDERS for log in logs(folder)]
 
 
 def test_the_corpus_has_dev_and_holdout_logs_with_their_facts() -> None:
-    assert len(logs("dev")) >= 40 and len(logs("holdout")) >= 10 and {"holdout2", "holdout3"} <= set(FOLDERS)
+    assert len(logs("dev")) >= 40 and len(logs("holdout")) >= 10
+    assert {"holdout2", "holdout3", "holdout4"} <= set(FOLDERS)
     assert all(log.with_suffix(".json").is_file() for log in ALL)
     assert (CORPUS / "README.md").is_file()
 
@@ -83,6 +85,21 @@ def test_wordings_first_seen_in_the_third_holdout_are_read() -> None:
     kernel = ["[2025-12-09 05:12:23 DP6 TP6] Capture cuda graph begin. This can take up to several minutes.",
               "CUDA error (get_mla_metadata.cu:93): no kernel image is available for execution on the device"]
     assert boot_failure_cause(kernel) == kernel[1]
+
+
+def test_sglang_0_1_lines_are_read() -> None:
+    """SGLang 0.1's lines (holdout4's 2024 logs): `Rank N: ` before the message, a lower-case `load weight end.`,
+    the capacity line's singular keys, the router's and the TP server's exception headers."""
+    lines = ["Rank 1: load weight end.", "Rank 0: load weight end.",
+             "Rank 0: max_total_num_token=52656, max_prefill_num_token=8776, context_len=4096, model_mode=[]"]
+    assert [line_ranks(line) for line in lines] == [{"Rank": 1}, {"Rank": 0}, {"Rank": 0}]
+    facts = startup_facts("\n".join(lines))
+    assert (facts.max_total_num_tokens, facts.max_prefill_tokens, facts.context_len) == (52656, 8776, 4096)
+    assert progress_event(lines[1], 1.0) is not None
+    headers = ("router init state: Traceback (most recent call last):", "[14:47:01 TP0] Exception in ModelTpServer:")
+    for header in headers:
+        cause = boot_failure_cause([header, '  File "manager.py", line 68, in start_router_process'])
+        assert cause == header.split("] ")[-1] and failure_kind(cause) == "exception"
 
 
 def test_a_glued_line_and_a_progress_bar_hide_no_fact() -> None:
