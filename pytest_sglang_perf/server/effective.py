@@ -209,7 +209,7 @@ def expected_value(dest: str, value: Any, info: Mapping[str, Any], rules: SGLang
         value = value.upper()
         value = spec.aliases.get(value, value)
     divisor = spec.divide_requested_by
-    if divisor and isinstance(value, int):
+    if divisor and isinstance(value, int) and (spec.divide_when is None or info.get(spec.divide_when)):
         value = max(1, value // max(1, int(info.get(divisor) or 1)))
     return value
 

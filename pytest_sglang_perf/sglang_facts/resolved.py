@@ -8,7 +8,6 @@ count GPUs and which are secrets is data (`gpu_count_fields`, `secret_fields` in
 from __future__ import annotations
 
 import argparse
-import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -55,11 +54,10 @@ def option_defaults(source: ArgParser) -> Mapping[str, str]:
 
 def gpus_used(args: Sequence[str], source: ArgParser) -> int:
     """How many GPUs one server with this command line uses: the product of the rules' `gpu_count_fields`
-    (tp x pp x dp in SGLang 0.5.23); 1 when the command line does not parse."""
+    (tp x pp x dp in SGLang 0.5.23; dp not under DP attention before 0.5.22); 1 when the command line does not
+    parse."""
     try:
         namespace = parse_command_line(args, raising_parser(source))
     except ParseError:
         return 1
-    fields = load_rules(source.version).gpu_count_fields
-    values = [getattr(namespace, dest, None) for dest in fields]
-    return math.prod(v for v in values if isinstance(v, int) and v > 0)
+    return load_rules(source.version).gpu_count(vars(namespace))

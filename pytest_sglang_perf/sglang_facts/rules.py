@@ -9,6 +9,7 @@ the boot hints and the effective-configuration report read the rules only throug
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
@@ -111,6 +112,9 @@ class EffectiveField:
     aliases: Mapping[str, str] = field(default_factory=_no_entries)
     divide_requested_by: str | None = None
     """A `/server_info` field the requested number is divided by (e.g. per DP rank)."""
+    divide_when: str | None = None
+    """Divide only when this `/server_info` field is true (SGLang before 0.5.22 divides by `dp_size` only with
+    `--enable-dp-attention`); None: always."""
     nested: bool = False
     """The requested value is a JSON document of phase -> setting -> value, compared setting by setting."""
     topic: str | None = None
@@ -147,6 +151,8 @@ class SGLangRules:
 
     file: Path
     sglang_version: str | None = None
+    holds_for: tuple[str, ...] = ()
+    """The releases whose source was read and found to need these rules (sglang_facts/versions.py::read_for)."""
     renamed_flags: Mapping[str, str] = field(default_factory=_no_entries)
     all_or_none: tuple[AllOrNone, ...] = ()
     fatal_on_gpu: tuple[FatalOnGpu, ...] = ()
@@ -157,10 +163,20 @@ class SGLangRules:
     secret_fields: tuple[str, ...] = ()
     gpu_count_fields: tuple[str, ...] = ()
     """The parallelism dests whose product is the number of GPUs one server uses (tp x pp x dp)."""
+    gpu_count_uncounted: Mapping[str, str] = field(default_factory=_no_entries)
+    """A counting dest that adds no GPU while another dest is true (before 0.5.22, `dp_size` under
+    `enable_dp_attention`: attention DP splits the tensor-parallel group)."""
     unconfirmable: Mapping[str, str] = field(default_factory=_no_entries)
     """Dests whose effect nothing SGLang reports can confirm, with why."""
     resolution_messages: tuple[ResolutionMessage, ...] = ()
     default_optimizations: tuple[DefaultOptimization, ...] = ()
+
+    def gpu_count(self, values: Mapping[str, Any]) -> int:
+        """How many GPUs one server with these resolved values (dest -> value) uses: the product of the counting
+        fields, each unless its `gpu_count_uncounted` condition is true."""
+        counted = [values.get(dest) for dest in self.gpu_count_fields
+                   if not (dest in self.gpu_count_uncounted and values.get(self.gpu_count_uncounted[dest]))]
+        return math.prod(v for v in counted if isinstance(v, int) and not isinstance(v, bool) and v > 0)
 
     def topic_of(self, dest: str) -> str:
         """The topic whose resolution messages explain a flag (its dest, unless `effective_fields` groups it)."""
@@ -201,7 +217,7 @@ def read_rules(path: Path) -> SGLangRules:
 def _rules(top: JsonObject, path: Path) -> SGLangRules:
     with top:
         return SGLangRules(
-            file=path, sglang_version=top.optional_text("sglang_version"),
+            file=path, sglang_version=top.optional_text("sglang_version"), holds_for=top.texts("holds_for", default=()),
             renamed_flags=top.text_map("renamed_flags"),
             all_or_none=tuple(_all_or_none(rule) for rule in top.children("all_or_none")),
             fatal_on_gpu=tuple(_fatal_on_gpu(rule) for rule in top.children("fatal_on_gpu")),
@@ -211,6 +227,7 @@ def _rules(top: JsonObject, path: Path) -> SGLangRules:
             effective_fields=_effective_fields(top.child("effective_fields")),
             secret_fields=top.texts("secret_fields", default=()),
             gpu_count_fields=top.texts("gpu_count_fields", default=()),
+            gpu_count_uncounted=top.text_map("gpu_count_uncounted"),
             unconfirmable=top.text_map("unconfirmable"),
             resolution_messages=tuple(_resolution(rule) for rule in top.children("resolution_messages")),
             default_optimizations=tuple(_optimization(rule) for rule in top.children("default_optimizations")),
@@ -253,7 +270,8 @@ def _effective_field(spec: JsonObject) -> EffectiveField:
         return EffectiveField(
             paths=spec.paths("paths"), requested=spec.optional_scalar("requested"),
             upper=spec.flag("upper"), aliases=spec.text_map("aliases"),
-            divide_requested_by=spec.optional_text("divide_requested_by"), nested=spec.flag("nested"),
+            divide_requested_by=spec.optional_text("divide_requested_by"),
+            divide_when=spec.optional_text("divide_when"), nested=spec.flag("nested"),
             topic=spec.optional_text("topic"),
         )
 

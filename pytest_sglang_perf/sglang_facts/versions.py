@@ -1,7 +1,8 @@
 """Which covered SGLang version's facts serve a given version, and the line that says so when it is another one.
 
 A flag table (`data/sglang-<version>-flags.json`, generated from the release's wheel) and a rules file
-(`data/sglang-<version>-rules.json`, curated from its source) exist for some releases only. A version without its
+(`data/sglang-<version>-rules.json`, curated from its source; its `holds_for` names the later releases whose source
+was read and found to need no other rule) exist for some releases only. A version without its
 own file gets the nearest older covered version's (SGLang changes its flags and rules forward: an older release's
 facts are the closest reading of an unknown patch release after it); a version older than every covered one, or
 one whose number does not parse, gets the oldest covered one. Either way the choice is said, never silent.
@@ -9,6 +10,7 @@ one whose number does not parse, gets the oldest covered one. Either way the cho
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 from functools import cache
@@ -42,13 +44,25 @@ def covered(kind: str) -> tuple[str, ...]:
     return tuple(sorted(found, key=version_key))
 
 
+@cache
+def read_for(kind: str) -> dict[str, str]:
+    """Release -> the covered version whose file was read to hold for it: each file's own version, and for a rules
+    file the releases of its `holds_for` list too (the 0.5.16 file was read against 0.5.17 and 0.5.18 as well)."""
+    out = {version: version for version in covered(kind)}
+    if kind == "rules":
+        for version in covered(kind):
+            data = json.loads((DATA / f"sglang-{version}-rules.json").read_text(encoding="utf-8"))
+            out.update({str(release): version for release in data.get("holds_for", ()) if release not in out})
+    return out
+
+
 def facts_version(asked: str, kind: str) -> FactsVersion:
     """The covered version whose `kind` facts serve SGLang `asked` (see the module's docstring)."""
     versions = covered(kind)
     if not versions:
         raise FileNotFoundError(f"no SGLang {kind} file in {DATA}")
-    if asked in versions:
-        return FactsVersion(asked, asked)
+    if asked in read_for(kind):
+        return FactsVersion(asked, read_for(kind)[asked])
     what, verb, those = ("flag table", "is", "that") if kind == "flags" else ("rules", "are", "those")
     try:
         key = version_key(_release(asked))

@@ -14,7 +14,6 @@ GPU placement (pytest-xdist workers, tests/plugin/test_xdist_gpus.py).
 from __future__ import annotations
 
 import fcntl
-import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -31,8 +30,7 @@ class DeviceProblem(Exception):
 
 def gpus_needed(args: Mapping[str, Any], version: str) -> int:
     """tp x pp x dp of the resolved args (the rules' gpu_count_fields)."""
-    values = [args.get(dest) for dest in load_rules(version).gpu_count_fields]
-    return math.prod(v for v in values if isinstance(v, int) and v > 0)
+    return load_rules(version).gpu_count(args)
 
 
 def devices_used(needed: int, environ: Mapping[str, str]) -> tuple[str, ...]:

@@ -114,8 +114,31 @@ def test_a_version_without_a_table_gets_the_nearest_older_ones_and_says_so(asked
     assert flag_table_parser(asked).note == note
 
 
-def test_rules_of_another_version_are_never_used_silently() -> None:
-    assert rules_note("0.5.23") is None
-    assert load_rules("0.5.19").sglang_version == "0.5.23"
-    assert rules_note("0.5.19") == ("SGLang 0.5.19 is older than every covered version (0.5.23 to 0.5.23): "
-                                    "0.5.23's rules are used")
+def test_each_release_is_judged_by_rules_read_in_its_own_source_and_another_never_silently() -> None:
+    """Rules files exist where a rule changes (docs/sglang-older-releases.md §1); a file's `holds_for` names the
+    releases it was read against; any other release gets the nearest older file's, and a line saying so."""
+    assert covered("rules") == ("0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.19", "0.5.21", "0.5.22", "0.5.23")
+    for release in ("0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21",
+                    "0.5.22", "0.5.23"):
+        assert rules_note(release) is None and release in load_rules(release).holds_for
+    assert load_rules("0.5.17").sglang_version == "0.5.16" and load_rules("0.5.20").sglang_version == "0.5.19"
+    assert rules_note("0.5.18.post3") == ("SGLang 0.5.18.post3 has no rules of its own here: those of 0.5.16, the "
+                                          "nearest older covered version, are used")
+    assert rules_note("0.5.12") == ("SGLang 0.5.12 is older than every covered version (0.5.13 to 0.5.23): "
+                                    "0.5.13's rules are used")
+
+
+def test_dp_attention_before_0_5_22_adds_no_gpu_and_divides_the_request_cap() -> None:
+    """Before 0.5.22, `--dp-size N --enable-dp-attention` splits the tensor-parallel group (no GPU added) and each
+    scheduler gets max_running_requests // N; without DP attention each replica adds GPUs and gets the whole cap."""
+    from pytest_sglang_perf.server.effective import expected_value
+    from pytest_sglang_perf.sglang_facts.resolved import gpus_used
+
+    parser = flag_table_parser("0.5.19")
+    assert gpus_used(["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention"], parser) == 2
+    assert gpus_used(["--tp-size", "2", "--dp-size", "2"], parser) == 4
+    assert gpus_used(["--tp-size", "2", "--dp-size", "2", "--enable-dp-attention"], flag_table_parser("0.5.13")) == 2
+    rules = load_rules("0.5.19")
+    assert expected_value("max_running_requests", 64, {"dp_size": 2, "enable_dp_attention": True}, rules) == 32
+    assert expected_value("max_running_requests", 64, {"dp_size": 2, "enable_dp_attention": False}, rules) == 64
+    assert expected_value("max_running_requests", 64, {"attn_dp_size": 2}, load_rules("0.5.23")) == 32
