@@ -34,7 +34,7 @@ def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str, log_seen: b
     `cuda_graph_config` is the plan: on CPU it still says `full` for decode although nothing is captured
     (`decode_cuda_graph_bs` is empty), so the plan alone never makes a graph "full" here.
     """
-    backend = lookup(info, ["cuda_graph_config", phase, "backend"])
+    backend = _planned_backend(info, phase)
     captured = facts.target_captures(phase)
     if captured:
         seconds = sum(c.seconds or 0.0 for c in captured)
@@ -53,6 +53,22 @@ def _graph(info: Mapping[str, Any], facts: StartupFacts, phase: str, log_seen: b
         fallbacks = facts.capture_fallbacks
         return f"disabled (not captured: {fallbacks[-1]})" if fallbacks else "disabled (not captured)"
     return f"not captured ({_not_captured_because(info, facts, phase)}; planned {backend})"
+
+
+_FLAT_SWITCHES = {"prefill": ("disable_piecewise_cuda_graph", "piecewise"), "decode": ("disable_cuda_graph", "full")}
+"""SGLang 0.5.13 has no `cuda_graph_config`: each graph is one switch of its own (docs/sglang-older-releases.md
+§3.1), reported here as the backend that switch stands for."""
+
+
+def _planned_backend(info: Mapping[str, Any], phase: str) -> Any:
+    """The phase's planned backend: `cuda_graph_config.<phase>.backend` (0.5.14 on), else the phase's switch."""
+    backend = lookup(info, ["cuda_graph_config", phase, "backend"])
+    if backend is not MISSING or "cuda_graph_config" in info:
+        return backend
+    switch, name = _FLAT_SWITCHES[phase]
+    if not isinstance(info.get(switch), bool):
+        return MISSING
+    return "disabled" if info[switch] else name
 
 
 def _not_captured_because(info: Mapping[str, Any], facts: StartupFacts, phase: str) -> str:

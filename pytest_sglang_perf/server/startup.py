@@ -242,6 +242,8 @@ def _captures(lines: list[str]) -> tuple[GraphCapture, ...]:
     for line in lines:
         if (begin := CAPTURE_BEGIN.match(line)) is not None:
             begun[graph_name(begin)] = _batch_sizes(begin["rest"])
+        elif (sizes := _CAPTURE_BS.match(line)) is not None:  # older SGLang: the sizes on a line of their own
+            begun["decode"] = tuple(int(size) for size in sizes["sizes"].split(",") if size.strip())
         elif (end := CAPTURE_END.match(line)) is not None:
             captures.append(_capture(end, begun))
     return tuple(captures)

@@ -572,6 +572,24 @@ def test_ran_lines_show_the_captures() -> None:
     }
 
 
+def test_ran_lines_of_0_5_13_read_each_graphs_own_switch() -> None:
+    """0.5.13's /server_info has no cuda_graph_config: the prefill ("piecewise") graph is disable_piecewise_cuda_graph,
+    the decode graph disable_cuda_graph (docs/sglang-older-releases.md §3.1); its capture lines are the old ones."""
+    from pytest_sglang_perf.server.ran import ran_lines
+    from pytest_sglang_perf.server.startup import startup_facts
+
+    log = ("[2026-05-01 10:00:00 TP0] Capture cuda graph begin. This can take up to several minutes. "
+           "avail mem=20.00 GB\n[2026-05-01 10:00:00 TP0] Capture cuda graph bs [1, 2, 4]\n"
+           "[2026-05-01 10:00:09 TP0] Capture cuda graph end. Time elapsed: 9.00 s. mem usage=0.50 GB. "
+           "avail mem=19.50 GB.\n")
+    info = {"disable_piecewise_cuda_graph": True, "disable_cuda_graph": False}
+    ran = dict(ran_lines(info, startup_facts(log)))
+    assert ran["decode CUDA graph"] == "full (captured in 9.00 s, bs 1..4 (3 sizes))"
+    assert ran["prefill CUDA graph"] == "disabled"
+    planned = dict(ran_lines({**info, "disable_piecewise_cuda_graph": False}, startup_facts(log)))
+    assert planned["prefill CUDA graph"] == "not captured (no capture in the server log; planned piecewise)"
+
+
 def test_decode_line_with_speculative_decoding_shows_the_target_verify_capture() -> None:
     messages = [
         "Capture target verify CUDA graph begin. backend=full, num_tokens_per_req=4, avail mem=18.80 GB",
