@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
+from pytest_sglang_perf.sglang_facts.log_wordings import LogWording, wording_for
 from pytest_sglang_perf.sglang_facts.model_sizes import ModelConfig
 from pytest_sglang_perf.sglang_facts.rules import DEFAULT_VERSION, load_rules
 from pytest_sglang_perf.simulator.args.faults import Faults
@@ -42,8 +43,6 @@ GRAPH_PHASES = ("prefill", "decode", "target_verify", "draft_prefill", "draft_de
 SHARES: Mapping[str, float] = {"load": 0.40, "kv": 0.10, "graphs": 0.35, "warmup": 0.15}
 DRAFT_LOAD_SHARE = 0.25
 """Share of the weight-loading time spent on an EAGLE / MTP draft model."""
-MSG_PREFILL_DISABLED = ("Disable prefill CUDA graph because cuda_graph_config resolved prefill.backend='disabled' "
-                        "(e.g. via --cuda-graph-backend-prefill=disabled or auto-disable rules).")
 MSG_PREFILL_NO_SIZES = "Disable prefill CUDA graph because the capture size is not set"
 _KV_DTYPES = {"float16": "torch.float16", "half": "torch.float16", "float32": "torch.float32",
               "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
@@ -154,9 +153,12 @@ class SchedulerBoot:
     CUDA-graph capture (or after the KV cache when nothing is captured)."""
 
     def __init__(self, resolution: Resolution, model: ModelConfig, memory: MemoryPlan, plan: BootPlan,
-                 log: SimLogger, sleep: Sleep, gpu: Gpu, faults: Faults = NO_FAULTS) -> None:
+                 log: SimLogger, sleep: Sleep, gpu: Gpu, faults: Faults = NO_FAULTS,
+                 wording: LogWording | None = None) -> None:
         self.resolution, self.model, self.memory, self.plan = resolution, model, memory, plan
         self.log, self.sleep, self.gpu, self.faults = log, sleep, gpu, faults
+        self.wording = wording or wording_for(DEFAULT_VERSION)
+        """The played release's wordings of the capture lines (sglang_facts/log_wordings.py)."""
         self.ranks = scheduler_ranks(resolution)
         self.graph_times: dict[str, float] = {}
 
@@ -175,8 +177,10 @@ class SchedulerBoot:
         kv = await self._kv_cache()
         if not self.plan.graphs:
             await self._maybe_hang()
-        await self._prefill_graph()
-        await self._decode_graph()
+        graphs = (self._decode_graph, self._prefill_graph) if self.wording.decode_first else \
+            (self._prefill_graph, self._decode_graph)
+        for capture in graphs:
+            await capture()
         if spec is not None and spec.is_eagle_family:
             await self._draft_graphs()
         self._summary_line()
@@ -215,39 +219,40 @@ class SchedulerBoot:
         return time.perf_counter() - tic
 
     async def _prefill_graph(self) -> None:
-        prefill = self.resolution.cuda_graph.prefill
+        prefill, words = self.resolution.cuda_graph.prefill, self.wording
         if not prefill.enabled:
-            self._all_ranks(MSG_PREFILL_DISABLED)
+            self._all_ranks(words.prefill_disabled)
             return
         if "prefill" not in self.plan.graphs:
             self.log.warning(MSG_PREFILL_NO_SIZES, self.ranks[0])
             return
-        avail = self.memory.after_kv_gib
-        self._all_ranks(f"Capture target prefill CUDA graph begin. backend={prefill.backend}, "
-                        f"num_tokens={list(prefill.bs or ())}, avail mem={avail:.2f} GB")
+        avail, usage = self.memory.after_kv_gib, self.memory.prefill_graph_gib
+        sizes = {"backend": prefill.backend, "num_tokens": list(prefill.bs or ()), "avail": avail}
+        self._all_ranks(words.prefill_begin.format(**sizes))
+        if words.prefill_sizes is not None:
+            self._rank0(words.prefill_sizes.format(**sizes))
         elapsed = await self._capture("prefill")
-        usage = self.memory.prefill_graph_gib
-        self._all_ranks(f"Capture target prefill CUDA graph end. elapsed={elapsed:.2f} s, "
-                        f"mem usage={usage:.2f} GB, avail mem={avail - usage:.2f} GB.")
+        self._all_ranks(words.prefill_end.format(elapsed=elapsed, usage=usage, after=avail - usage))
 
     async def _decode_graph(self) -> None:
-        spec = self.resolution.spec
+        spec, words = self.resolution.spec, self.wording
         phase = "target_verify" if spec is not None else "decode"
         if phase not in self.plan.graphs:
             return
-        name = "target verify" if spec is not None else "target decode"
-        per_req = spec.num_draft_tokens if spec is not None else 1
-        avail = self.memory.after_prefill_graph_gib
-        device_graph = "CPU graph" if self.resolution.args.get("device") == "cpu" else "CUDA graph"
-        self._all_ranks(f"Capture {name} {device_graph} begin. backend={self.resolution.cuda_graph.decode.backend}, "
-                        f"num_tokens_per_req={per_req}, avail mem={avail:.2f} GB")
+        avail, usage = self.memory.after_prefill_graph_gib, self.memory.decode_graph_gib
+        fields = {"name": "target verify" if spec is not None else "target decode",
+                  "graph": words.graph(self.resolution.args.get("device")),
+                  "backend": self.resolution.cuda_graph.decode.backend,
+                  "per_req": spec.num_draft_tokens if spec is not None else 1,
+                  "bs": list(self.memory.decode_capture_bs), "avail": avail}
+        self._all_ranks(words.decode_begin.format(**fields))
+        if words.decode_sizes is not None:
+            self._rank0(words.decode_sizes.format(**fields))
         elapsed = await self._capture(phase)
-        usage = self.memory.decode_graph_gib
-        self._all_ranks(f"Capture {name} {device_graph} end. bs={list(self.memory.decode_capture_bs)}, "
-                        f"elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, avail mem={avail - usage:.2f} GB.")
+        self._all_ranks(words.decode_end.format(**fields, elapsed=elapsed, usage=usage, after=avail - usage))
 
     async def _draft_graphs(self) -> None:
-        spec = self.resolution.spec
+        spec, words = self.resolution.spec, self.wording
         assert spec is not None
         backend = self.resolution.cuda_graph.decode.backend
         bs = list(self.memory.decode_capture_bs)
@@ -256,13 +261,12 @@ class SchedulerBoot:
                                      ("draft_extend", "extend", spec.num_draft_tokens)):
             if phase not in self.plan.graphs:
                 continue
-            self._rank0(f"Capture draft {name} CUDA graph begin. backend={backend}, num_tokens_per_req={per_req}, "
-                        f"bs={bs}, avail mem={avail:.2f} GB")
+            fields = {"draft_name": words.draft_names[name], "backend": backend, "per_req": per_req, "bs": bs}
+            self._rank0(words.draft_begin.format(**fields, avail=avail))
             elapsed = await self._capture(phase)
             usage = self.memory.draft_graph_gib / 2
             avail -= usage
-            self._rank0(f"Capture draft {name} CUDA graph end. elapsed={elapsed:.2f} s, mem usage={usage:.2f} GB, "
-                        f"avail mem={avail:.2f} GB.")
+            self._rank0(words.draft_end.format(**fields, elapsed=elapsed, usage=usage, after=avail))
 
     async def _capture(self, phase: str) -> float:
         tic = time.perf_counter()

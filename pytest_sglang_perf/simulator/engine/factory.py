@@ -13,6 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_sglang_perf.sglang_facts.log_wordings import wording_for
 from pytest_sglang_perf.simulator.args.memory import plan_memory
 from pytest_sglang_perf.simulator.args.resolve import Resolution
 from pytest_sglang_perf.simulator.args.server_config import ServerConfig, read_command_line
@@ -41,7 +42,8 @@ async def start_engine(config: ServerConfig, log: SimLogger, sleep: Sleep = asyn
     resolution, model, gpu = config.resolution, config.model, config.gpu
     memory = plan_memory(resolution, model, gpu)
     plan = BootPlan.for_knobs(config.knobs, resolution, bool(memory.decode_capture_bs))
-    startup = await SchedulerBoot(resolution, model, memory, plan, log, sleep, gpu, config.knobs.faults).run()
+    startup = await SchedulerBoot(resolution, model, memory, plan, log, sleep, gpu, config.knobs.faults,
+                                  wording_for(config.knobs.sglang_version)).run()
     setup = EngineSetup(resolution, model, memory, config.knobs, gpu, startup, time.perf_counter() - tic,
                         config.launch_command, plan.warmup)
     return SimEngine(setup, log)

@@ -19,6 +19,7 @@ from typing import Any, NoReturn
 import orjson
 from aiohttp import web
 
+from pytest_sglang_perf.sglang_facts.log_wordings import wording_for
 from pytest_sglang_perf.simulator.api.app import ACTIVE, access_logger_class, build_app
 from pytest_sglang_perf.simulator.api.generate import error_object
 from pytest_sglang_perf.simulator.api.serving import INJECTED_500
@@ -53,7 +54,8 @@ class SimServer:
             self.log.error(f"RuntimeError: Rank 0 scheduler died during initialization (exit code: "
                            f"{self.child.returncode}).")
             return 1
-        self.log.info(engine_startup_line(engine.setup.scheduler_startup, engine.setup.tokenizer_e2e))
+        if wording_for(engine.setup.knobs.sglang_version).startup_timings:  # from SGLang 0.5.17
+            self.log.info(engine_startup_line(engine.setup.scheduler_startup, engine.setup.tokenizer_e2e))
         self.engine = engine
         engine.start(on_crash=lambda error: self._sigquit())
         try:

@@ -11,10 +11,11 @@ import pytest
 from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, engine, resolve
 
 from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, load_flag_table
+from pytest_sglang_perf.sglang_facts.log_wordings import wording_for
 from pytest_sglang_perf.simulator.args.faults import Faults, parse_faults
 from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.memory import plan_memory
-from pytest_sglang_perf.simulator.engine.boot import MSG_PREFILL_DISABLED, BootPlan, SchedulerBoot, engine_startup_line
+from pytest_sglang_perf.simulator.engine.boot import BootPlan, SchedulerBoot, engine_startup_line
 from pytest_sglang_perf.simulator.engine.crash import MSG_SBO_SM90, SchedulerCrash
 from pytest_sglang_perf.simulator.logs import SimLogger, rank_prefixes
 
@@ -79,7 +80,7 @@ def test_spec_boot_loads_both_models_before_the_kv_cache_then_captures_everythin
     assert {prefix for prefix, _ in lines} == {" TP0", " TP1"}
     rank0 = [message.split(",")[0].split(".")[0] for prefix, message in lines if prefix == " TP0"]
     assert rank0 == ["Load weight begin", "Load weight end", "Load weight begin", "Load weight end",
-                     "KV Cache is allocated", "Memory pool end", MSG_PREFILL_DISABLED.split(".")[0],
+                     "KV Cache is allocated", "Memory pool end", wording_for("0.5.23").prefill_disabled.split(".")[0],
                      "Capture target verify CUDA graph begin", "Capture target verify CUDA graph end",
                      "Capture draft decode CUDA graph begin", "Capture draft decode CUDA graph end",
                      "Capture draft extend CUDA graph begin", "Capture draft extend CUDA graph end",
