@@ -37,6 +37,8 @@ _LOAD_END_MEM = re.compile(rf"^Load weight end\..*?\bmem usage=(?P<gb>-?{NUMBER}
 _CAPTURE_BS = re.compile(r"^Capture \w+ graph bs \[(?P<sizes>[\d,\s]*)\]", re.MULTILINE)
 """Older SGLang's line of the decode graph's batch sizes (`Capture cuda graph bs [1, 2, 4, ...]`, `npu graph` on an
 NPU), before its capture-end line (which then names none)."""
+_CAPTURE_TOKENS = re.compile(r"^Capture \w+ graph num tokens \[(?P<sizes>[\d,\s]*)\]", re.MULTILINE)
+"""SGLang 0.5.13's line of the piecewise (prefill) graph's token sizes (piecewise_cuda_graph_runner.py)."""
 _GRAPH_FAILED = re.compile(r"(?:^Capture \w+ graph failed\b|cuda_graph_runner\.py\", line \d+, in capture\b)",
                            re.MULTILINE | re.IGNORECASE)
 """The decode graph's capture failed: SGLang's `Capture cuda graph failed: ...`, or a traceback through the graph
@@ -244,6 +246,8 @@ def _captures(lines: list[str]) -> tuple[GraphCapture, ...]:
             begun[graph_name(begin)] = _batch_sizes(begin["rest"])
         elif (sizes := _CAPTURE_BS.match(line)) is not None:  # older SGLang: the sizes on a line of their own
             begun["decode"] = tuple(int(size) for size in sizes["sizes"].split(",") if size.strip())
+        elif (tokens := _CAPTURE_TOKENS.match(line)) is not None:
+            begun["prefill"] = tuple(int(size) for size in tokens["sizes"].split(",") if size.strip())
         elif (end := CAPTURE_END.match(line)) is not None:
             captures.append(_capture(end, begun))
     return tuple(captures)

@@ -60,3 +60,33 @@ def test_the_simulator_plays_only_a_release_it_has_the_flags_of(pytester: pytest
                            "--sim-sglang-version", "0.4.6"], capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert "the simulator plays a release it has the flag table of: 0.5.10.post1, 0.5.11" in done.stderr
+
+
+def test_a_run_playing_0_5_13_prints_its_lines_and_reports_its_fields(pytester: pytest.Pytester) -> None:
+    """0.5.13 (docs/sglang-older-releases.md §3.1, §5.1): the prefill graph is the piecewise one, on by default and
+    captured after the decode graph with 0.5.13's wording, no `Engine startup timings`; /server_info has no
+    cuda_graph_config, each graph its own switch; the plugin judges it with 0.5.13's rules and reads every line: the
+    seed's flag asks for what 0.5.13 does anyway."""
+    write_project(pytester, {"default": [], "prefill_graph": SEED_FLAG,
+                             "eager": ["--disable-piecewise-cuda-graph", "--disable-cuda-graph"]},
+                  sim=[*FAST_SIM, "--sim-sglang-version", "0.5.13"])
+    pytester.makepyfile(test_played=TEST)
+    result = pytester.runpytest("--sglang-simulate", "--sglang-results=results.json", "--sglang-log-dir=logs")
+    result.assert_outcomes(passed=3)
+    log = (pytester.path / "logs" / "default.log").read_text()
+    captures = [line.split("] ", 1)[1].split(" [")[0].split(". ")[0]
+                for line in log.splitlines() if "] Capture " in line]
+    assert captures == ["Capture cuda graph begin", "Capture cuda graph bs", "Capture cuda graph end",
+                        "Capture piecewise CUDA graph begin", "Capture cuda graph num tokens",
+                        "Capture piecewise CUDA graph end"]
+    assert "Time elapsed:" in log and "Engine startup timings" not in log and "cuda_graph_config" not in log
+    servers = json.loads((pytester.path / "results.json").read_text())["servers"]
+    effective = {name: server["effective"] for name, server in servers.items()}
+    assert {name: item["verdict"] for name, item in effective.items()} == {
+        "default": "ok", "prefill_graph": "duplicate", "eager": "ok"}, effective
+    assert all(item.get("facts_note") is None for item in effective.values())
+    assert effective["default"]["ran"]["prefill CUDA graph"].startswith("piecewise (captured in ")
+    assert "tokens 4.." in effective["default"]["ran"]["prefill CUDA graph"]
+    assert effective["default"]["ran"]["decode CUDA graph"].startswith("full (captured in ")
+    assert (effective["eager"]["ran"]["prefill CUDA graph"], effective["eager"]["ran"]["decode CUDA graph"]) == (
+        "disabled", "disabled")

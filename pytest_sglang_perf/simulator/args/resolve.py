@@ -24,6 +24,7 @@ from pytest_sglang_perf.simulator.args.cudagraph import (
     materialize_sizes,
     parse_cuda_graph_config,
 )
+from pytest_sglang_perf.simulator.args.release_0_5_13 import as_fields, flat_graph_fields, plan_flags, plays_0_5_13
 from pytest_sglang_perf.simulator.args.server_fields import complete_record
 from pytest_sglang_perf.simulator.args.speculative import ResolutionError, SpecConfig, resolve_speculative
 
@@ -66,18 +67,27 @@ class Resolution:
 
 
 def resolve_args(raw: Mapping[str, Any], model: ModelConfig, gpu: Gpu) -> Resolution:
-    """Raises speculative.ResolutionError for combinations SGLang rejects."""
+    """Raises speculative.ResolutionError for combinations SGLang rejects. A command line of 0.5.13 (the simulator
+    playing it) is read as 0.5.13 reads it first (release_0_5_13.py)."""
     values = dict(raw)
     messages: list[str] = []
+    old = plays_0_5_13(values)
+    if old:
+        as_fields(values)
     complete_record(values)
     _serving_defaults(values)
     _language_model_only(values, model)
-    plan = apply_compatibility(parse_cuda_graph_config(values), values, model, messages)
+    graph_flags = {**values, **plan_flags(values, model)} if old else values
+    plan = apply_compatibility(parse_cuda_graph_config(graph_flags), values, model, messages)
     plan = _gpu_memory_settings(values, plan, gpu)
     spec = resolve_speculative(values, model, messages)
     _encoder_disaggregation(values, model, messages)
-    values["cuda_graph_config"] = plan.to_dict()
-    values["enable_dp_attention"] = int(values.get("attn_dp_size") or 1) > 1
+    if old:
+        flat_graph_fields(values, plan.to_dict())
+    else:
+        values["cuda_graph_config"] = plan.to_dict()
+    if "attn_dp_size" in values or "enable_dp_attention" not in values:  # before 0.5.22 the flag is its own field
+        values["enable_dp_attention"] = int(values.get("attn_dp_size") or 1) > 1
     return Resolution(
         args=MappingProxyType(values), messages=tuple(messages), spec=spec, cuda_graph=plan,
         context_len=int(values.get("context_length") or model.context_len),
