@@ -40,10 +40,16 @@ class LogWording:
 
 
 @cache
+def all_wordings() -> tuple[LogWording, ...]:
+    """Every era, oldest first."""
+    eras = [_era(item) for item in json.loads(WORDINGS.read_text(encoding="utf-8"))["eras"]]
+    return tuple(sorted(eras, key=lambda era: version_key(era.since)))
+
+
+@cache
 def wording_for(version: str) -> LogWording:
     """The era of SGLang `version`: the last one starting at or before it (the oldest for an older release)."""
-    eras = [_era(item) for item in json.loads(WORDINGS.read_text(encoding="utf-8"))["eras"]]
-    eras.sort(key=lambda era: version_key(era.since))
+    eras = all_wordings()
     try:
         key = version_key(version)
     except ValueError:

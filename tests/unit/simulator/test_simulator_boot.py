@@ -11,7 +11,7 @@ import pytest
 from sim_setup import LLAMA_1B, SEED_CONFIG, SEED_FLAGS, engine, resolve
 
 from pytest_sglang_perf.sglang_facts.flags import DEFAULT_TABLE, load_flag_table
-from pytest_sglang_perf.sglang_facts.log_wordings import wording_for
+from pytest_sglang_perf.sglang_facts.log_wordings import all_wordings, wording_for
 from pytest_sglang_perf.simulator.args.faults import Faults, parse_faults
 from pytest_sglang_perf.simulator.args.knobs import Knobs
 from pytest_sglang_perf.simulator.args.memory import plan_memory
@@ -93,6 +93,23 @@ def test_spec_boot_loads_both_models_before_the_kv_cache_then_captures_everythin
     assert "max_running_requests=48," in next(m for m in messages if m.startswith("max_total_num_tokens="))
     avail = [float(m.split("avail mem=")[1].split(" ")[0]) for p, m in lines if p == " TP0" and "avail mem=" in m]
     assert avail == sorted(avail, reverse=True)  # free memory only shrinks, phase after phase
+
+
+@pytest.mark.parametrize("era", [era.since for era in all_wordings()])
+def test_every_eras_capture_lines_are_read_by_the_plugins_log_reader(era: str) -> None:
+    """Each era of data/sglang-log-wordings.json, printed by the simulator's boot (speculative, so the draft graphs
+    print too): the plugin's log reader finds the target prefill and decode graphs with their sizes and seconds."""
+    from pytest_sglang_perf.server.startup import startup_facts
+
+    boot, stream, _ = _boot(*SPEC)
+    boot.wording = wording_for(era)
+    asyncio.run(boot.run())
+    facts = startup_facts(stream.getvalue())
+    [prefill], decode = facts.target_captures("prefill"), facts.target_captures("decode")
+    assert prefill.batch_sizes == boot.resolution.cuda_graph.prefill.bs and prefill.seconds is not None
+    assert decode[0].batch_sizes == boot.memory.decode_capture_bs and decode[0].seconds is not None
+    assert facts.captured_decode_bs == boot.memory.decode_capture_bs
+    assert len(facts.captures) == 4  # prefill, verify, draft decode, draft extend
 
 
 def test_sbo_fails_scheduler_init_on_sm90_before_loading() -> None:
