@@ -51,9 +51,10 @@ _NCCL_WARN = re.compile(r"\bNCCL WARN\b")
 _NCCL = re.compile(r"\bNCCL WARN\b|\bNCCL error\b")
 _CXX_WHAT = re.compile(r"^what\(\):\s+\S")
 """A C++ exception's message as `terminate called after throwing ...` prints it (the NCCL watchdog's CUDA error)."""
-_CUDA_ERROR = re.compile(r"^CUDA error\b.*: \S")
+_CUDA_ERROR = re.compile(r"^CUDA [Ee]rror\b.*: \S")
 """A CUDA error a C++ kernel library prints itself (`CUDA error (get_mla_metadata.cu:93): no kernel image is available
-for execution on the device`, FlashMLA on a GPU it was not built for), no Python traceback after it."""
+for execution on the device`, FlashMLA on a GPU it was not built for; FlashInfer's `CUDA Error: an illegal memory
+access was encountered ...`), no Python traceback after it."""
 _FAILED_WITH = re.compile(r"\bfailed with error: \S")
 """SGLang's own line for a failed step (`Piecewise CUDA Graph failed with error: ...`)."""
 _SCHEDULER_EXCEPTION = re.compile(

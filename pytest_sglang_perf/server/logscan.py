@@ -24,14 +24,17 @@ PHASES = (
 _ANSI = re.compile(r"\x1b\[[0-9;]*m")
 _PREFIX = re.compile(
     r"^(?:\(\w+ pid=\d+(?:, ip=[\d.]+)?\) )?"  # Ray's actor tag, where SGLang runs in a Ray actor
-    r"(?:\[(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ?"
+    r"(?:\[\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)?\]\[[\w.]+:\d+\]\[[A-Z]+\]: "
+    r"|\[(?:\d{4}-\d{2}-\d{2} )?\d{2}:\d{2}:\d{2}(?:\.\d{3})?(?P<ranks>(?: [A-Z][A-Z_]*\d+)*)\] ?"
     r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}(?:[.,]\d+)? [A-Z]+ \d+ \[ ?(?P<ranks2>(?:[A-Z][A-Z_]*\d+ )*)[\w.]+:\d+\] "
-    r"|(?P<ranks3>Rank \d+): )?"
+    r"|(?P<ranks3>Rank \d+): "
+    r")?"
 )
 """SGLang's line prefix `[YYYY-MM-DD HH:MM:SS(.mmm)( DP0)( TP1)...] ` (without the date before SGLang 0.4: `[23:17:08
 TP4] `, seen in published 2024 logs); also a logging format that puts the ranks
 before the source file (`2025-10-29 02:27:35 INFO 8900 [ DP15 TP15 EP15 scheduler_metrics_mixin.py:222] `, seen
-in a published H20 log), SGLang 0.1's `Rank 0: ` (a tensor-parallel rank, no time), and Ray's `(SGLangEngine
+in a published H20 log), SGLang 0.1's `Rank 0: ` (a tensor-parallel rank, no time), a logging configuration's
+`[2026-04-15 17:13:02][http_server.py:1991][INFO]: ` (seen in a published PD log), and Ray's `(SGLangEngine
 pid=952, ip=...) ` actor tag before any of them."""
 _RANK = re.compile(r"([A-Z][A-Z_]*?)(\d+)")
 _LEVEL = re.compile(r"^(?:INFO|WARNING|ERROR|DEBUG|CRITICAL):\s+")

@@ -36,13 +36,13 @@ def _rank_label(line: str) -> str | None:
                     for name, number in ranks.items()) or None
 
 
-_WRAPPER = re.compile(r"^(?:> ?)?(?:\([A-Za-z]\w* pid=\d+(?:, ip=[\d.]+)?\) |\S+ stdout [FP] "
+_WRAPPER = re.compile(r"^(?:> ?|`)?(?:\([A-Za-z]\w* pid=\d+(?:, ip=[\d.]+)?\) |\S+ stdout [FP] "
                       r"|[A-Z]+ \d{4}-\d{2}-\d{2}T\S+ |\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d+Z |[\w.-]+\s+\| "
                       r"|\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2} \| [A-Z]+ \| [\w.]+ \| )?")
 """What a cluster puts before each line of the server's output (Ray's actor tag, Kubernetes' and a cloud logger's
 stamps, `docker logs --timestamps`' stamp, docker compose's `service  | `, a host application's logger
-`2025-07-02 16:41:31 | INFO | stdout | `) and a Markdown quote marker the poster
-added: not the server's log, which the plugin reads from its own file."""
+`2025-07-02 16:41:31 | INFO | stdout | `) and a Markdown quote marker or a stray inline-code backtick the
+poster added: not the server's log, which the plugin reads from its own file."""
 
 
 def unwrapped(text: str) -> str:

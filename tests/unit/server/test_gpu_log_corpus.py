@@ -34,7 +34,7 @@ ALL = [log for folder in FOLDERS for log in logs(folder)]
 
 def test_the_corpus_has_dev_and_holdout_logs_with_their_facts() -> None:
     assert len(logs("dev")) >= 40 and len(logs("holdout")) >= 10
-    assert {"holdout2", "holdout3", "holdout4"} <= set(FOLDERS)
+    assert {"holdout2", "holdout3", "holdout4", "holdout5"} <= set(FOLDERS)
     assert all(log.with_suffix(".json").is_file() for log in ALL)
     assert (CORPUS / "README.md").is_file()
 
@@ -85,6 +85,19 @@ def test_wordings_first_seen_in_the_third_holdout_are_read() -> None:
     kernel = ["[2025-12-09 05:12:23 DP6 TP6] Capture cuda graph begin. This can take up to several minutes.",
               "CUDA error (get_mla_metadata.cu:93): no kernel image is available for execution on the device"]
     assert boot_failure_cause(kernel) == kernel[1]
+
+
+def test_holdout5s_first_misses_are_read() -> None:
+    """FlashInfer's own `CUDA Error: ...` line as a cause, and a logging configuration's `[time][file:line][LEVEL]: `
+    prefix (holdout5's published logs)."""
+    flashinfer = ["CUDA Error: an illegal memory access was encountered (CUDA Error: 700an illegal memory access was "
+                  "encountered)  (/opt/conda/lib/python3.10/site-packages/flashinfer/data/include/flashinfer/"
+                  "attention/prefill.cuh700: line ) 2349", "[2025-04-01 10:00:00 TP0] Scheduler hit an exception: "
+                  "Traceback (most recent call last):"]
+    assert boot_failure_cause(flashinfer) == flashinfer[0] and failure_kind(flashinfer[0]) == "cuda"
+    ready = "[2026-04-15 17:13:02][http_server.py:1991][INFO]: The server is fired up and ready to roll!"
+    event = progress_event(ready, 1.0)
+    assert event is not None and event.phase == "ready"
 
 
 def test_sglang_0_1_lines_are_read() -> None:
