@@ -117,15 +117,16 @@ def test_a_version_without_a_table_gets_the_nearest_older_ones_and_says_so(asked
 def test_each_release_is_judged_by_rules_read_in_its_own_source_and_another_never_silently() -> None:
     """Rules files exist where a rule changes (docs/sglang-older-releases.md §1); a file's `holds_for` names the
     releases it was read against; any other release gets the nearest older file's, and a line saying so."""
-    assert covered("rules") == ("0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.19", "0.5.21", "0.5.22", "0.5.23")
-    for release in ("0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19", "0.5.20", "0.5.21",
-                    "0.5.22", "0.5.23"):
+    assert covered("rules") == ("0.5.12", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.19", "0.5.21", "0.5.22",
+                                "0.5.23")
+    for release in ("0.5.12", "0.5.12.post1", "0.5.13", "0.5.14", "0.5.15", "0.5.16", "0.5.17", "0.5.18", "0.5.19",
+                    "0.5.20", "0.5.21", "0.5.22", "0.5.23"):
         assert rules_note(release) is None and release in load_rules(release).holds_for
     assert load_rules("0.5.17").sglang_version == "0.5.16" and load_rules("0.5.20").sglang_version == "0.5.19"
     assert rules_note("0.5.18.post3") == ("SGLang 0.5.18.post3 has no rules of its own here: those of 0.5.16, the "
                                           "nearest older covered version, are used")
-    assert rules_note("0.5.12") == ("SGLang 0.5.12 is older than every covered version (0.5.13 to 0.5.23): "
-                                    "0.5.13's rules are used")
+    assert rules_note("0.5.11") == ("SGLang 0.5.11 is older than every covered version (0.5.12 to 0.5.23): "
+                                    "0.5.12's rules are used")
 
 
 def test_dp_attention_before_0_5_22_adds_no_gpu_and_divides_the_request_cap() -> None:
