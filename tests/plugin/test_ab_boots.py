@@ -54,6 +54,8 @@ def test_interleaved_boots_of_identical_variants_call_nothing_significant(pytest
             "so boot offsets and drift are in these intervals") in lines
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
+@pytest.mark.calm
 def test_one_boot_a_variant_calls_no_offset_within_the_tolerance_significant(pytester: pytest.Pytester) -> None:
     """One boot each, tolerances as the metrics' defaults (5% throughput, 10% ttft/tpot): the two boots' offsets put
     the intervals away from 0 (the requests barely vary), but none is called significant, and the lines and the

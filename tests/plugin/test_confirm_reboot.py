@@ -39,6 +39,8 @@ def _project(pytester: pytest.Pytester, confirm: str | None) -> pytest.Pytester:
     return pytester
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
+@pytest.mark.calm
 def test_a_slow_first_boot_is_not_a_regression_on_a_fresh_boot(pytester: pytest.Pytester,
                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     project = _project(pytester, None)  # confirm = "auto": the simulator boots in a second, so it reboots
@@ -59,6 +61,8 @@ def test_a_slow_first_boot_is_not_a_regression_on_a_fresh_boot(pytester: pytest.
     assert "did not hold when re-measured on a fresh boot" in " ".join(slow_boot.stdout.str().split())
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
+@pytest.mark.calm
 def test_same_server_confirms_what_the_slow_boot_keeps(pytester: pytest.Pytester,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     """The documented cost of confirm = "same-server": the re-measure repeats the boot's state."""

@@ -192,6 +192,7 @@ def test_variant_that_changes_nothing_warns_but_strict_does_not_fail_it(pytester
 # 5-6: startup facts in results and baselines; the CUDA-graph capture time is gated -------------------------
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_startup_facts_in_results_and_baselines(pytester: pytest.Pytester) -> None:
     capture, boot = 0.4, 1.0
     write_project(pytester, {"a": []}, request=QUICK, sim=fast_sim(boot_seconds=boot, capture_seconds=capture))

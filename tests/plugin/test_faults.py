@@ -81,6 +81,7 @@ def test_server_dying_at_boot(pytester: pytest.Pytester, fault: str, reason: str
     assert "more characters in the log file)" in result.stdout.str()  # the 15 kB server_args= line is clipped
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_server_hanging_at_boot_is_stopped_at_the_startup_timeout(pytester: pytest.Pytester) -> None:
     budget = Budget(startup=2.0)
     _project(pytester, "hang-at-boot", budget)

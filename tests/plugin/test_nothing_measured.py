@@ -77,6 +77,7 @@ def test_sglang_perf_run_real_is_a_gate_that_never_suggests_the_simulator(pytest
     assert "--sglang-simulate" not in result.stdout.str() + result.stderr.str()  # --real refuses it
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_sglang_perf_run_on_a_gpu_host_without_sglang_fails_with_the_install_command(
         pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     """A GPU host is there to measure SGLang: not `0 of 4 cells measured` and exit 0, a CI job gone green."""

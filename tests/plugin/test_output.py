@@ -72,6 +72,7 @@ def test_a_passing_run_fits_a_screen(pytester: pytest.Pytester) -> None:
     assert all(len(line) <= 120 for line in _plugin_lines(result) if not line.startswith("  test_perf.py::"))
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_quiet_says_only_what_failed_and_the_counts(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"default": [], "old_flag": ["--enforce-piecewise-cuda-graph"]}, request=STEADY)
     pytester.makepyfile(test_perf=ONE_TEST)
@@ -182,6 +183,7 @@ def test_a_regression_says_what_regressed_and_how_to_go_on(pytester: pytest.Pyte
     assert "  decode CUDA graph:" not in output.split("= sglang-perf servers =")[0]  # what ran: once, in the summary
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_errored_variants_are_counted_and_in_the_results_file(pytester: pytest.Pytester) -> None:
     write_project(pytester, {"good": [], "old_flag": ["--enforce-piecewise-cuda-graph"],
                              "bad_algo": ["--speculative-algorithm", "MEDUSA"]}, request=STEADY)

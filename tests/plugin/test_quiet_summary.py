@@ -19,6 +19,7 @@ def _joined(result: pytest.RunResult) -> str:
     return " ".join(result.stdout.str().split())
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_quiet_names_each_cell_not_gated_or_errored_with_why(pytester: pytest.Pytester,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """One visible GPU: `a` is new, `b` stale (its request changed), `tp2` needs 2 GPUs and is never started."""
@@ -48,6 +49,7 @@ def test_quiet_names_each_cell_not_gated_or_errored_with_why(pytester: pytest.Py
     assert not (pytester.path / "logs" / "tp2.log").exists()
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_an_inconclusive_cell_says_why_at_the_default_verbosity(pytester: pytest.Pytester) -> None:
     """Its three measured requests run 12 times slower, its re-measure on the same server does not (a fresh boot
     would count its requests from 0 again): a regression that did not hold.

@@ -85,6 +85,7 @@ def test_the_seeds_decode_is_memory_bandwidth_bound_everywhere_it_is_reported(py
     assert f"| `test_perf.py::test_tree` | `seed` | {record['measured_tok_s']:.1f} tok/s |" in report
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_every_decode_cell_reports_its_ceiling_or_why_not(pytester: pytest.Pytester) -> None:
     """A tiny model on the simulator's default H100 (speed knobs on): the ceiling is reported, labelled simulated,
     with the bytes estimated from the model folder's config.json."""

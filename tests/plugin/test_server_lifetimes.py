@@ -30,6 +30,7 @@ def test_three(sglang_perf):
 """
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_two_variants_three_tests_boot_twice(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, {"a": [], "b": ["--max-running-requests", "8"]})
     pytester.makepyfile(test_life=TEST_FILE)

@@ -22,7 +22,7 @@ def test_rbt(sglang_perf):
 
 
 def test_rbt_four_streams(sglang_perf):
-    sglang_perf.check(sglang_perf.measure(RED_BLACK_TREE, concurrency=4))
+    sglang_perf.check(sglang_perf.measure(RED_BLACK_TREE, concurrency=4, max_tokens=160))
 """
 
 

@@ -57,6 +57,7 @@ def test_a_strict_project_without_perf_configuration_runs_under_xdist(pytester: 
     result.stdout.fnmatch_lines(["*UserWarning: the project's own warning*"])
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_a_strict_project_measures_under_xdist(pytester: pytest.Pytester) -> None:
     """A simulated perf test under `error`: the workers' boot, measurement and teardown (event loops, sockets,
     subprocesses) and the controller's report give no warning either."""

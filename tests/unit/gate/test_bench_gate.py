@@ -100,6 +100,7 @@ def test_a_rate_prints_with_its_standard_error() -> None:
     assert str(bench.Rate(0, 10)) == "0.0±0.0"
 
 
+@pytest.mark.slow  # a few seconds of simulated boots: the slow lane (CI runs it)
 def test_main_prints_a_row_for_every_plan_and_noise_level_and_every_target() -> None:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
