@@ -7,7 +7,10 @@
 - the prefill graph is the "piecewise" CUDA graph: on by default on CUDA, switched off without a log line for
   DP attention, pipeline parallelism, a multimodal model, LoRA, `--enable-torch-compile` and a device other than
   CUDA (`ServerArgs._handle_piecewise_cuda_graph`, the rules the simulator models), unless
-  `--enforce-piecewise-cuda-graph`; `--disable-piecewise-cuda-graph` turns it off;
+  `--enforce-piecewise-cuda-graph`; `--disable-piecewise-cuda-graph` turns it off. One departure: real 0.5.13
+  switches it off for the CPU engine (`SGLANG_USE_CPU_ENGINE=1`) only, so a plain `--device cpu` server keeps it in
+  its plan and fails to capture it (tests/sglang_cpu/releases.py passes the flag for none); the simulator, which
+  does not model that crash, turns it off for `--device cpu` as the CPU engine does;
 - `--disable-cuda-graph` turns off the decode graph only; `--cuda-graph-max-bs` / `--cuda-graph-bs` size it;
 - `/server_info` has no `cuda_graph_config`: each graph is its own field (`disable_piecewise_cuda_graph`,
   `disable_cuda_graph`), its sizes resolved in place.
