@@ -224,8 +224,11 @@ def _kv_facts(pools: tuple[KvPool, ...]) -> dict[str, Any]:
 
 def _batch_sizes(text: str) -> tuple[int, ...] | None:
     match = _BATCH_SIZES.search(text)
-    if match is None:
-        return None
+    return None if match is None else _sizes(match)
+
+
+def _sizes(match: re.Match[str]) -> tuple[int, ...]:
+    """The numbers of a match's `sizes` group (`1, 2, 4`)."""
     return tuple(int(size) for size in match["sizes"].split(",") if size.strip())
 
 
@@ -237,7 +240,7 @@ def _capture(end: re.Match[str], begun: Mapping[str, tuple[int, ...] | None]) ->
                         batch_sizes=batch_sizes, mem_usage_gb=None if usage is None else float(usage["gb"]))
 
 
-def _captures(lines: list[str]) -> tuple[GraphCapture, ...]:
+def _captures(lines: list[str]) -> tuple[tuple[GraphCapture, ...], dict[str, tuple[int, ...] | None]]:
     """One GraphCapture per capture end line; batch sizes fall back to the begin line's (draft graphs)."""
     begun: dict[str, tuple[int, ...] | None] = {}
     captures: list[GraphCapture] = []
@@ -245,23 +248,22 @@ def _captures(lines: list[str]) -> tuple[GraphCapture, ...]:
         if (begin := CAPTURE_BEGIN.match(line)) is not None:
             begun[graph_name(begin)] = _batch_sizes(begin["rest"])
         elif (sizes := _CAPTURE_BS.match(line)) is not None:  # older SGLang: the sizes on a line of their own
-            begun["decode"] = tuple(int(size) for size in sizes["sizes"].split(",") if size.strip())
+            begun["decode"] = _sizes(sizes)
         elif (tokens := _CAPTURE_TOKENS.match(line)) is not None:
-            begun["prefill"] = tuple(int(size) for size in tokens["sizes"].split(",") if size.strip())
+            begun["prefill"] = _sizes(tokens)
         elif (end := CAPTURE_END.match(line)) is not None:
             captures.append(_capture(end, begun))
-    return tuple(captures)
+    return tuple(captures), begun
 
 
-def _decode_bs(captures: tuple[GraphCapture, ...], lines: list[str]) -> tuple[int, ...] | None:
-    """The target decode graph's sizes: of its capture-end line, else of its begin line (a log cut, or a capture
-    that failed, before the end)."""
+def _decode_bs(captures: tuple[GraphCapture, ...], begun: Mapping[str, tuple[int, ...] | None]
+               ) -> tuple[int, ...] | None:
+    """The target decode graph's sizes: of its capture-end line, else of its begin line or older SGLang's sizes
+    line (a log cut, or a capture that failed, before the end)."""
     for graph in TARGET_GRAPHS["decode"]:
         for capture in captures:
-            if capture.graph == graph:
+            if capture.graph == graph and capture.batch_sizes:
                 return capture.batch_sizes
-    begun = {graph_name(begin): _batch_sizes(begin["rest"]) for line in lines
-             if (begin := CAPTURE_BEGIN.match(line)) is not None}
     return next((begun[graph] for graph in TARGET_GRAPHS["decode"] if begun.get(graph)), None)
 
 
@@ -273,8 +275,8 @@ def _graph_seconds(timings: Mapping[str, float] | None, captures: tuple[GraphCap
 
 
 def _graph_facts(lines: list[str], timings: Mapping[str, float] | None) -> dict[str, Any]:
-    captures = _captures(lines)
-    return {"captures": captures, "captured_decode_bs": _decode_bs(captures, lines),
+    captures, begun = _captures(lines)
+    return {"captures": captures, "captured_decode_bs": _decode_bs(captures, begun),
             "graph_capture_seconds": _graph_seconds(timings, captures)}
 
 
@@ -311,8 +313,6 @@ def _facts(lines: list[str]) -> dict[str, Any]:
     if facts.get("load_weight") is None:
         facts["load_weight"] = _load_weight(messages)
     facts.update(_graph_facts(lines, facts.get("cuda_graph")))
-    if facts["captured_decode_bs"] is None:
-        facts["captured_decode_bs"] = _batch_sizes_line(messages)
     return {**facts, "prefill_graph_skipped": _prefill_skipped(messages), "weights_mem_gb": _weights_mem(messages),
             "kv_pools": pools}
 
@@ -324,11 +324,6 @@ def _weights_mem(text: str) -> float | None:
 
 def _kv_pools(text: str) -> tuple[KvPool, ...]:
     return tuple(KvPool(int(m["tokens"]), _kv_gb(m["sizes"]), m["dtype"]) for m in KV_CACHE_LINE.finditer(text))
-
-
-def _batch_sizes_line(text: str) -> tuple[int, ...] | None:
-    match = _CAPTURE_BS.search(text)
-    return None if match is None else tuple(int(size) for size in match["sizes"].split(",") if size.strip())
 
 
 @dataclass(frozen=True)
