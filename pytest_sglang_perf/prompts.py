@@ -61,3 +61,43 @@ LONG_CONTEXT_SUMMARY = (
     "what happened, why, how it was found, how it was fixed, and what will change.\n\n" + _INCIDENT_REPORT
 )
 """A long-context summarisation prompt: prefill-heavy input, a medium-length answer."""
+
+LONG_PROMPT_HEAD = (
+    "Below is a numbered log of readings from weather stations. Read all of it, then reply with the number of "
+    "its last entry and nothing else.\n\n"
+)
+"""The instruction a prompt of exact length (`measure(prompt_tokens=N)`) opens with, when the test gives none."""
+
+_STATIONS = ("Aldgate", "Brixham", "Corran", "Dunmore", "Elgin", "Fowey", "Girvan", "Hythe", "Ilkley", "Jarrow",
+             "Kelso", "Lerwick", "Moffat")
+_SKIES = ("clear", "overcast", "light rain", "fog", "showers", "broken cloud", "haze")
+
+
+def log_entry(number: int) -> str:
+    """Entry `number` (1-based) of the weather log: `Entry 7: station Girvan read 13.2 C, 1009 hPa, wind 21 km/h,
+    sky fog.` Every field follows from the number alone (no random source), so the log is the same on every
+    machine and every run; the numbers vary, so no two entries are alike."""
+    station = _STATIONS[number % len(_STATIONS)]
+    temperature = (number * 37) % 301 / 10 - 5
+    pressure = 980 + (number * 53) % 61
+    wind = (number * 29) % 90
+    sky = _SKIES[number % len(_SKIES)]
+    return (f"Entry {number}: station {station} read {temperature:.1f} C, {pressure} hPa, wind {wind} km/h, "
+            f"sky {sky}.")
+
+
+def log_words(count: int) -> list[str]:
+    """The first `count` words of the weather log (entries 1, 2, ... split at spaces): the body of a prompt of
+    exact length, cut at a word so that a longer cut never reads fewer tokens."""
+    words: list[str] = []
+    number = 0
+    while len(words) < count:
+        number += 1
+        words.extend(log_entry(number).split(" "))
+    return words[:count]
+
+
+def long_prompt(words: int, head: str = LONG_PROMPT_HEAD, padding: str = "") -> str:
+    """`head`, then the first `words` words of the weather log joined by single spaces, then `padding` (a few
+    one-token units that bring the prompt to its exact length: measurement/exact_prompt.py)."""
+    return head + " ".join(log_words(words)) + padding

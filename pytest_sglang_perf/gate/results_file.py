@@ -29,6 +29,7 @@ from pytest_sglang_perf.gate.recording import RecordedRun
 from pytest_sglang_perf.measurement.concurrency import load_record
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.roofline.ceiling import ceiling_record
+from pytest_sglang_perf.roofline.prefill_ceiling import prefill_ceiling_record
 
 SCHEMA_VERSION = 1
 
@@ -140,7 +141,7 @@ def _result(result: Result | None) -> dict[str, Any]:
     if result is None:
         return {"summaries": {}, "samples": [], "params": None, "prompt_hash": None,
                 "boot_seconds": None, "startup": None, "itl_p50": None, "itl_p99": None, "roofline": None,
-                "load": None, "client": None, "host": None, "gpu": None, "server_view": None}
+                "prefill_roofline": None, "load": None, "client": None, "host": None, "gpu": None, "server_view": None}
     return {
         "summaries": {name: s.to_dict() for name, s in result.summaries.items()},
         "samples": [s.to_dict() for s in result.samples],
@@ -151,6 +152,7 @@ def _result(result: Result | None) -> dict[str, Any]:
         "itl_p50": result.itl_p50,
         "itl_p99": result.itl_p99,
         "roofline": ceiling_record(result.roofline),
+        "prefill_roofline": prefill_ceiling_record(result.prefill_roofline),
         "load": load_record(result.samples, result.params.slo, result.params.level, result.params.concurrency,
                             result.percentiles),
         "client": None if result.client is None else result.client.to_dict(),

@@ -1,4 +1,5 @@
-"""`python -m pytest_sglang_perf.hardware [--json] [--no-measure]`: this machine's GPUs and read bandwidth.
+"""`python -m pytest_sglang_perf.hardware [--json] [--no-measure]`: this machine's GPUs, read bandwidth and bf16
+matmul rate.
 
 With --json, one line of JSON (`ProbeReport.to_dict()`), what `probe_in_subprocess` reads back; without it, a few
 lines for a person. Exits 0 whenever a report was made, a report that measured nothing included.
@@ -10,7 +11,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from pytest_sglang_perf.hardware.bandwidth import summary
+from pytest_sglang_perf.hardware import bandwidth, gemm
 from pytest_sglang_perf.hardware.facts import GpuFacts
 from pytest_sglang_perf.hardware.probe import ProbeReport, probe
 
@@ -18,7 +19,7 @@ from pytest_sglang_perf.hardware.probe import ProbeReport, probe
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m pytest_sglang_perf.hardware", description=__doc__)
     parser.add_argument("--json", action="store_true", help="print the report as one line of JSON")
-    parser.add_argument("--no-measure", action="store_true", help="GPU facts only: no bandwidth measurement")
+    parser.add_argument("--no-measure", action="store_true", help="GPU facts only: no bandwidth or GEMM measurement")
     args = parser.parse_args(argv)
     report = probe(measure=not args.no_measure)
     print(json.dumps(report.to_dict()) if args.json else human(report))
@@ -27,7 +28,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def human(report: ProbeReport) -> str:
     lines = [gpu_line(gpu) for gpu in report.gpus]
-    lines += [summary(measurement) for measurement in report.bandwidth]
+    lines += [bandwidth.summary(measurement) for measurement in report.bandwidth]
+    lines += [gemm.summary(measurement) for measurement in report.gemm]
     if report.skipped:
         lines.append(f"skipped: {report.skipped}")
     lines.append(f"via {report.via} in {report.seconds:.1f} s")

@@ -1,4 +1,5 @@
-"""The probe: this machine's GPUs and each GPU model's read bandwidth, in-process or in a child process.
+"""The probe: this machine's GPUs and each GPU model's read bandwidth and bf16 matmul rate, in-process or in a child
+process.
 
 `probe()` imports torch (else pynvml) inside the call. `probe_in_subprocess()` runs `python -m
 pytest_sglang_perf.hardware --json` and reads its report back, so that the CUDA context the probe needs never lives
@@ -17,7 +18,7 @@ import signal
 import subprocess
 import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import MISSING, asdict, dataclass, fields, replace
 from typing import Any, TypeVar
 
@@ -31,6 +32,8 @@ from pytest_sglang_perf.hardware.facts import (
     torch_facts,
     torch_uuids,
 )
+from pytest_sglang_perf.hardware.gemm import GemmMeasurement
+from pytest_sglang_perf.hardware.gemm import measure as measure_gemm
 
 INSTALL = "pip install 'pytest-sglang-perf[probe]'"
 MODULE = "pytest_sglang_perf.hardware"
@@ -45,19 +48,27 @@ class ProbeReport:
     via: str
     """What read the facts, e.g. "torch 2.11.0+cu128" or "nvml (no torch: no bandwidth)"."""
     skipped: str | None
-    """Why nothing (or no bandwidth) was measured; None when every GPU model was measured."""
+    """Why nothing (or no bandwidth, or no GEMM rate) was measured; None when every GPU model was measured."""
     seconds: float
+    gemm: tuple[GemmMeasurement, ...] = ()
+    """One bf16 matmul rate per GPU model, measured right after its bandwidth; empty in reports written before the
+    probe measured it."""
 
     def bandwidth_for(self, gpu_name: str) -> BandwidthMeasurement | None:
         return next((m for m in self.bandwidth if m.gpu_name == gpu_name), None)
 
+    def gemm_for(self, gpu_name: str) -> GemmMeasurement | None:
+        return next((m for m in self.gemm if m.gpu_name == gpu_name), None)
+
     def to_dict(self) -> dict[str, Any]:
         return {"gpus": [asdict(gpu) for gpu in self.gpus], "bandwidth": [asdict(m) for m in self.bandwidth],
-                "via": self.via, "skipped": self.skipped, "seconds": self.seconds}
+                "gemm": [asdict(m) for m in self.gemm], "via": self.via, "skipped": self.skipped,
+                "seconds": self.seconds}
 
     @classmethod
     def from_dict(cls, data: object) -> ProbeReport:
-        """The report `to_dict` wrote; ValueError naming the field that is missing or of the wrong type."""
+        """The report `to_dict` wrote (one without `gemm`, from before the probe measured it, too); ValueError naming
+        the field that is missing or of the wrong type."""
         root = _mapping(data, "the report")
         return cls(
             gpus=tuple(_record(GpuFacts, item, f"gpus[{i}]") for i, item in enumerate(_items(root, "gpus"))),
@@ -65,6 +76,8 @@ class ProbeReport:
                             for i, item in enumerate(_items(root, "bandwidth"))),
             via=_value(root, "via", "str", "via"), skipped=_value(root, "skipped", "str | None", "skipped"),
             seconds=_value(root, "seconds", "float", "seconds"),
+            gemm=tuple(_record(GemmMeasurement, item, f"gemm[{i}]")
+                       for i, item in enumerate(_items(root, "gemm", optional=True))),
         )
 
 
@@ -102,7 +115,7 @@ def _probe_nvml(pynvml: Any, torch_missing: str) -> ProbeReport:
     return ProbeReport(gpus, (), via, f"{torch_missing}: bandwidth not measured; {INSTALL}", 0.0)
 
 
-def _probe_torch(torch: Any, pynvml: Any, measure_bandwidth: bool) -> ProbeReport:
+def _probe_torch(torch: Any, pynvml: Any, measure: bool) -> ProbeReport:
     via = f"torch {torch.__version__}"
     if not torch.cuda.is_available():
         gpus = _nvml_only(pynvml)
@@ -113,11 +126,9 @@ def _probe_torch(torch: Any, pynvml: Any, measure_bandwidth: bool) -> ProbeRepor
         gpus = _with_nvml(torch, pynvml, gpus)
     if not gpus:
         return ProbeReport((), (), via, "no GPU: torch.cuda.device_count() is 0", 0.0)
-    if not measure_bandwidth:
-        return ProbeReport(gpus, (), via, "bandwidth not measured: asked not to (--no-measure)", 0.0)
-    bandwidth, failures = _measure_models(torch, gpus)
-    skipped = f"bandwidth not measured on {'; '.join(failures)}" if failures else None
-    return ProbeReport(gpus, bandwidth, via, skipped, 0.0)
+    if not measure:
+        return ProbeReport(gpus, (), via, "bandwidth and GEMM rate not measured: asked not to (--no-measure)", 0.0)
+    return _measure_models(torch, gpus, via)
 
 
 def _nvml_only(pynvml: Any) -> tuple[GpuFacts, ...]:
@@ -136,19 +147,31 @@ def _with_nvml(torch: Any, pynvml: Any, gpus: tuple[GpuFacts, ...]) -> tuple[Gpu
         return gpus
 
 
-def _measure_models(torch: Any, gpus: tuple[GpuFacts, ...]) -> tuple[tuple[BandwidthMeasurement, ...], list[str]]:
-    """One measurement per GPU model, on its first GPU; a GPU that fails (out of memory, a CUDA error) is named."""
+def _measure_models(torch: Any, gpus: tuple[GpuFacts, ...], via: str) -> ProbeReport:
+    """The bandwidth, then the GEMM rate, of each GPU model, on its first GPU; each measurement that fails (out of
+    memory, a CUDA error) is named in `skipped`, and the other still runs."""
     first: dict[str, GpuFacts] = {}
     for gpu in gpus:
         first.setdefault(gpu.name, gpu)
-    done: list[BandwidthMeasurement] = []
+    bandwidth: list[BandwidthMeasurement] = []
+    gemm: list[GemmMeasurement] = []
     failures: list[str] = []
     for gpu in first.values():
-        try:
-            done.append(measure_bandwidth(torch, gpu.index))
-        except RuntimeError as exc:  # torch's CUDA errors and OutOfMemoryError are RuntimeErrors
-            failures.append(f"GPU {gpu.index} ({gpu.name}): {type(exc).__name__}: {_first_line(str(exc))}")
-    return tuple(done), failures
+        bandwidth += _attempt(measure_bandwidth, torch, gpu, "bandwidth", failures)
+        gemm += _attempt(measure_gemm, torch, gpu, "GEMM rate", failures)
+    return ProbeReport(gpus, tuple(bandwidth), via, "; ".join(failures) or None, 0.0, tuple(gemm))
+
+
+def _attempt(measure: Callable[[Any, int], _T], torch: Any, gpu: GpuFacts, what: str,
+             failures: list[str]) -> list[_T]:
+    """`measure(torch, gpu.index)` as a list of one, or an empty list and, in `failures`, e.g. "bandwidth not measured
+    on GPU 0 (NVIDIA H200): RuntimeError: CUDA out of memory..."."""
+    try:
+        return [measure(torch, gpu.index)]
+    except RuntimeError as exc:  # torch's CUDA errors and OutOfMemoryError are RuntimeErrors
+        failures.append(f"{what} not measured on GPU {gpu.index} ({gpu.name}): {type(exc).__name__}: "
+                        f"{_first_line(str(exc))}")
+        return []
 
 
 def probe_in_subprocess(*, python: str | None = None, timeout: float = 180.0, measure: bool = True,
@@ -241,8 +264,9 @@ def _value(data: Mapping[str, Any], key: str, annotation: str, where: str) -> An
     return float(value) if base == "float" else value
 
 
-def _items(data: Mapping[str, Any], key: str) -> list[Any]:
-    value = data.get(key)
+def _items(data: Mapping[str, Any], key: str, *, optional: bool = False) -> list[Any]:
+    """The list at `key`; an empty one when `optional` and the key is absent (a field newer than the report)."""
+    value = data.get(key, [] if optional else None)
     if not isinstance(value, list):
         raise ValueError(f"probe report: field '{key}' must be a list, got {value!r}")
     return value

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
 from pytest_sglang_perf.measurement.concurrency import latency_percentiles
+from pytest_sglang_perf.measurement.metrics import PREFILL
 from pytest_sglang_perf.measurement.prefix_cache import COLD, WARM, cold_cache_problem
 from pytest_sglang_perf.measurement.request import RequestParams
 from pytest_sglang_perf.measurement.result import BootFacts, Result
@@ -32,11 +33,14 @@ def prompt_text_hash(prompt: str) -> str:
 
 
 def prompt_hash(params: RequestParams) -> str:
-    """Identifies what was asked (prompt, max_tokens, temperature, seed; a warm prefix cache), not how often
-    (repeats, warmup). A cold measurement hashes as before the prefix cache was controlled."""
+    """Identifies what was asked (prompt, max_tokens, temperature, seed; a warm prefix cache; an exact prompt
+    length), not how often (repeats, warmup). A cold measurement of a prompt of the test's own hashes as before the
+    prefix cache and exact lengths existed."""
     fields: list[object] = [params.prompt, params.max_tokens, float(params.temperature), params.seed]
     if params.prefix_cache == WARM:
         fields.append(WARM)
+    if params.prompt_tokens is not None:
+        fields.append({"prompt_tokens": params.prompt_tokens})
     key = json.dumps(fields)
     return hashlib.sha256(key.encode()).hexdigest()[:_HASH_CHARS]
 
@@ -52,7 +56,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
     samples = tuple(record.sample for record in records)
     gaps = _chunk_gaps(records)
     values = metric_values(samples, boot_seconds, None if startup is None else startup.graph_capture_seconds,
-                           params.slo)
+                           params.slo, prefill=params.prompt_tokens is not None and params.prefix_cache == COLD)
     return Result(
         variant=variant, params=params, prompt_hash=prompt_hash(params), samples=samples,
         summaries={name: Summary.of(v) for name, v in values.items()}, boot_seconds=boot_seconds,
@@ -61,7 +65,8 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
         itl_p99=percentile(gaps, 99) if gaps else None,
         values=values,
         percentiles=latency_percentiles(samples, gaps),
-        coverage=result_coverage(samples),
+        coverage={name: found for name, found in result_coverage(samples).items()
+                  if not (name == PREFILL and name in values)},  # Sample.metrics() alone never defines it
     )
 
 
@@ -76,7 +81,9 @@ def measure(base_url: str, *, model: str, variant: str, params: RequestParams, b
     With params.concurrency N > 1, each of those is a round of N streams sent at once (`_run_rounds`).
     With params.prefix_cache "cold" each request (the warmup too) follows a `/flush_cache` (with `flush_key`, the
     server's --admin-api-key, when it has one) and must report no prefix-cache hit.
-    Raises client.RequestFailed if any request fails, is truncated, comes back short or hit a cache meant cold.
+    With params.prompt_tokens set, every request's usage must count exactly that many prompt tokens.
+    Raises client.RequestFailed if any request fails, is truncated, comes back short, hit a cache meant cold or
+    was not the exact length asked.
     """
     request = chat_request(model, params, timeout)
     records: list[StreamRecord] = []
@@ -163,6 +170,19 @@ def _run(target: _Target, request: ChatRequest, params: RequestParams, count: in
     records = run_requests(target.base_url, request, count=count, warmup=warmup, api_key=target.api_key,
                            flush=CacheFlush(target.flush_key) if cold else None, loads=target.loads)
     problem = cold_cache_problem([r.sample for r in records], first_number) if cold else None
+    if problem is None:
+        problem = length_problem([r.sample.prompt_tokens for r in records], params.prompt_tokens)
     if problem is not None:
         raise RequestFailed(problem)
     return records
+
+
+def length_problem(counted: Sequence[int], asked: int | None) -> str | None:
+    """Why requests of a prompt built to be `asked` tokens long were not, by the server's own usage count; None when
+    every one was (or no length was asked)."""
+    wrong = sorted({value for value in counted if value != asked})
+    if asked is None or not wrong:
+        return None
+    return (f"the prompt built for prompt_tokens={asked} (counted {asked} by the server's /v1/tokenize) came back "
+            f"with usage.prompt_tokens {', '.join(map(str, wrong))}: this server's tokenize endpoint and its chat "
+            "completions count the prompt differently, so no exact length can be promised here")

@@ -7,6 +7,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from types import MappingProxyType
 
+PREFILL = "prefill_throughput"
+"""Prompt tokens computed per second of TTFT: a cold cell of exact prompt length (docs/prefill.md)."""
 EFFICIENCY = "bandwidth_efficiency"
 """The optional gate on the bandwidth ceiling: a cell's decode throughput over its ceiling, per request."""
 
@@ -58,6 +60,9 @@ METRICS: Mapping[str, Metric] = MappingProxyType(
             _m("decode_throughput", "tok/s", True, 0.05, 0.0,
                "tokens after the first / (last token time - first token time)"),
             _m("ttft", "s", False, 0.10, 0.002, "request sent -> first content token received"),
+            _m(PREFILL, "tok/s", True, 0.10, 0.0,
+               "prompt tokens not read from the prefix cache / TTFT; cold cells of measure(prompt_tokens=N) only "
+               "(docs/prefill.md)"),
             _m("tpot", "s", False, 0.10, 0.0002, "(end-to-end - ttft) / (completion tokens - 1)"),
             _m("accept_length", "tok/step", True, 0.03, 0.0,
                "completion tokens / spec_verify_ct (speculative decoding only)"),

@@ -33,15 +33,20 @@ class RequestSettings:
     With concurrency > 1, `repeats` and `warmup` count rounds."""
     slo: Slo | None = None
     """The objectives a request must meet to count for goodput; None: no goodput."""
+    prompt_tokens: int | None = None
+    """`measure(prompt_tokens=N)`: the prompt was built to be exactly N tokens by the server's own count
+    (measurement/exact_prompt.py) and every request's usage said so; None: a prompt of the test's own."""
 
     def to_dict(self) -> dict[str, Any]:
-        """Concurrency and SLO are written only when set: a one-stream entry reads as before they existed."""
+        """Concurrency, SLO and an exact prompt length are written only when set: a one-stream entry reads as before
+        they existed."""
         return {
             "max_tokens": self.max_tokens, "temperature": self.temperature, "seed": self.seed,
             "repeats": self.repeats, "warmup": self.warmup, "ignore_eos": self.ignore_eos,
             "prefix_cache": self.prefix_cache,
             **({"concurrency": self.concurrency} if self.concurrency != 1 else {}),
             **({"slo": self.slo.to_dict()} if self.slo is not None else {}),
+            **({"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}),
         }
 
     @classmethod
@@ -57,10 +62,12 @@ class RequestSettings:
         slo = data.get("slo")
         if slo is not None and not isinstance(slo, Mapping):
             raise TypeError(f"expected a table of objectives for slo, found {slo!r}")
+        prompt_tokens = data.get("prompt_tokens")
         return cls(max_tokens=_int(data["max_tokens"]), temperature=_number(data["temperature"]),
                    seed=_int(data["seed"]), repeats=_int(data["repeats"]), warmup=_int(data["warmup"]),
                    ignore_eos=ignore_eos, prefix_cache=prefix_cache, concurrency=_int(data.get("concurrency", 1)),
-                   slo=None if slo is None else Slo.from_dict(slo))
+                   slo=None if slo is None else Slo.from_dict(slo),
+                   prompt_tokens=None if prompt_tokens is None else _int(prompt_tokens))
 
 
 def _int(value: Any) -> int:

@@ -17,6 +17,7 @@ from pytest_sglang_perf.measurement.server_view import ServerView
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import Coverage
 from pytest_sglang_perf.roofline.ceiling import DecodeCeiling
+from pytest_sglang_perf.roofline.prefill_ceiling import PrefillCeiling
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,9 @@ class Result:
     server: ServerView | None = None
     """What the server's own decode lines said while this was measured (session/server_view.py), with the findings
     where it disagrees with the client; None for a remote server or a log without them."""
+    prefill_roofline: PrefillCeiling | str | None = None
+    """A cold cell of exact prompt length against its compute ceiling (session/prefill_roofline.py), or why it
+    has none; None for any other cell or one not looked at."""
     coverage: Mapping[str, Coverage] | None = field(default=None, compare=False)
     """Each request metric that not every sample defined, and why (values.result_coverage), for the checks' notes:
     measure.build_result works it out with the values. None: a result made elsewhere (a test's), whose reader

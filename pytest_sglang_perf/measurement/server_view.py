@@ -42,6 +42,29 @@ class DecodeWindow:
 
 
 @dataclass(frozen=True)
+class PrefillView:
+    """What the server's `Prefill batch` lines (its lead rank's) said during one measurement, warmup included: one
+    line per prefill step, so one per chunk of a chunked prompt (`#new-token` is the chunk's tokens)."""
+
+    batches: int
+    new_tokens: int
+    """`#new-token` summed over the lines: prompt tokens computed (not read from the prefix cache)."""
+    graph_true: int
+    """Lines that said the step ran as a captured graph (`cuda graph: True`): the prefill CUDA graph ran it."""
+    requests: int
+    """Requests the measurement sent (warmup included), each prefilled once."""
+
+    @property
+    def chunks_per_request(self) -> float | None:
+        """Prefill steps per request: ceil(uncached prompt tokens / chunked_prefill_size) for a lone request."""
+        return self.batches / self.requests if self.requests else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"batches": self.batches, "new_tokens": self.new_tokens, "graph_true": self.graph_true,
+                "requests": self.requests, "chunks_per_request": self.chunks_per_request}
+
+
+@dataclass(frozen=True)
 class ServerView:
     """What the server's decode lines said during one measurement (warmup included: the windows span it)."""
 
@@ -60,12 +83,16 @@ class ServerView:
     metrics_accept_len: float | None = None
     """Generated tokens per verify call between two `/metrics` scrapes (server/metrics_scrape.py): every request
     of the measurement, warmup included; None without `--enable-metrics` or speculative decoding."""
+    prefill: PrefillView | None = None
+    """The measurement's prefill steps; None when the server logged none (a remote server, a log level that hides
+    them)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"windows": self.windows, "gen_throughput": self.gen_throughput, "accept_len": self.accept_len,
                 "max_running_req": self.max_running_req, "graph_true": self.graph_true,
                 "graph_false": self.graph_false, "eager_at_captured_bs": self.eager_at_captured_bs,
-                "findings": list(self.findings), "metrics_accept_len": self.metrics_accept_len}
+                "findings": list(self.findings), "metrics_accept_len": self.metrics_accept_len,
+                **({"prefill": self.prefill.to_dict()} if self.prefill is not None else {})}
 
 
 def server_view(windows: Sequence[DecodeWindow], captured_bs: Sequence[int] | None) -> ServerView | None:

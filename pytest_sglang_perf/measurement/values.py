@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from pytest_sglang_perf.measurement.concurrency import Slo, round_values
-from pytest_sglang_perf.measurement.metrics import GATED_ORDER
+from pytest_sglang_perf.measurement.metrics import GATED_ORDER, PREFILL
 from pytest_sglang_perf.measurement.samples import Sample
 
 BOOT_METRICS = ("boot_seconds", "graph_capture_seconds")
@@ -36,10 +36,15 @@ class Coverage:
 
 
 def metric_values(samples: Sequence[Sample], boot_seconds: float | None,
-                  graph_capture_seconds: float | None, slo: Slo | None = None) -> dict[str, tuple[float, ...]]:
+                  graph_capture_seconds: float | None, slo: Slo | None = None,
+                  prefill: bool = False) -> dict[str, tuple[float, ...]]:
     """Each request metric (in GATED_ORDER) over the samples that define it, then the boot costs that are known.
-    A concurrent measurement's throughputs are one value per round, and an SLO adds goodput (concurrency.py)."""
+    A concurrent measurement's throughputs are one value per round, and an SLO adds goodput (concurrency.py);
+    `prefill` (a cold measurement of exact prompt length) adds prefill_throughput."""
     per_sample = [sample.metrics() for sample in samples]
+    if prefill:
+        per_sample = [{**found, PREFILL: rate} if (rate := prefill_rate(sample)) is not None else found
+                      for sample, found in zip(samples, per_sample, strict=True)]
     by_round = round_values(samples, slo)
     values = {name: by_round[name] if name in by_round else tuple(m[name] for m in per_sample if name in m)
               for name in GATED_ORDER if name not in BOOT_METRICS}
@@ -49,6 +54,12 @@ def metric_values(samples: Sequence[Sample], boot_seconds: float | None,
     if graph_capture_seconds is not None:
         values["graph_capture_seconds"] = (graph_capture_seconds,)
     return values
+
+
+def prefill_rate(sample: Sample) -> float | None:
+    """Prompt tokens the request computed (not read from the prefix cache) per second of its TTFT."""
+    computed = sample.prompt_tokens - (sample.cached_tokens or 0)
+    return computed / sample.ttft if sample.ttft > 0 and computed > 0 else None
 
 
 def metric_coverage(samples: Sequence[Sample]) -> dict[str, Coverage]:
@@ -88,4 +99,7 @@ def why_undefined(sample: Sample, name: str) -> str:
         return "arrived in one read"
     if name == "accept_length":
         return "had no speculative stats"
+    if name == PREFILL:
+        return 'are not a cold measurement of measure(prompt_tokens=N)'
+
     return "could not define it"

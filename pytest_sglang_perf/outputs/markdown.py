@@ -18,6 +18,7 @@ from pytest_sglang_perf.outputs.markdown_cells import variant_section
 from pytest_sglang_perf.outputs.markdown_conditions import conditions_section
 from pytest_sglang_perf.outputs.markdown_env import environment_section
 from pytest_sglang_perf.outputs.markdown_load import load_section
+from pytest_sglang_perf.outputs.markdown_prefill import prefill_section
 from pytest_sglang_perf.outputs.markdown_roofline import roofline_section
 from pytest_sglang_perf.outputs.markdown_text import bullets, code, fenced, table, text
 
@@ -47,7 +48,8 @@ def markdown_report(doc: Mapping[str, Any]) -> str:
             mine = [c for c in cells if str(c.get("variant", "?")) == variant]
             parts.append(variant_section(variant, mine, simulated=any(bool(c.get("simulated")) for c in mine)))
         parts.append([LEGEND])
-        sections = (load_section(cells), roofline_section(cells, simulated=simulated), conditions_section(cells))
+        sections = (load_section(cells), prefill_section(cells, simulated=simulated),
+                    roofline_section(cells, simulated=simulated), conditions_section(cells))
         parts += [section for section in sections if section]
     servers = _servers(doc.get("servers"), variants)
     parts.extend(section for section in (servers, _errored(errored), _baselines(doc)) if section)

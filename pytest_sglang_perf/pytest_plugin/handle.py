@@ -79,22 +79,23 @@ class SGLangPerf:
             client.close()
 
     @overload
-    def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+    def measure(self, prompt: str | None = None, *, max_tokens: int | None = None, temperature: float | None = None,
                 repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
                 ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None,
-                concurrency: Level = 1, slo: SloSpec | None = None) -> Result: ...
+                concurrency: Level = 1, slo: SloSpec | None = None, prompt_tokens: int | None = None) -> Result: ...
 
     @overload
-    def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+    def measure(self, prompt: str | None = None, *, max_tokens: int | None = None, temperature: float | None = None,
                 repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
                 ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None,
-                concurrency: list[Level] | tuple[Level, ...], slo: SloSpec | None = None) -> Sweep: ...
+                concurrency: list[Level] | tuple[Level, ...], slo: SloSpec | None = None,
+                prompt_tokens: int | None = None) -> Sweep: ...
 
-    def measure(self, prompt: str, *, max_tokens: int | None = None, temperature: float | None = None,
+    def measure(self, prompt: str | None = None, *, max_tokens: int | None = None, temperature: float | None = None,
                 repeats: int | Literal["auto"] | None = None, warmup: int | None = None, seed: int | None = None,
                 ignore_eos: bool | None = None, prefix_cache: PrefixCache | None = None,
                 concurrency: Level | list[Level] | tuple[Level, ...] = 1,
-                slo: SloSpec | None = None) -> Result | Sweep:
+                slo: SloSpec | None = None, prompt_tokens: int | None = None) -> Result | Sweep:
         """Send `prompt` as streamed chat requests (warmup, then repeats) and return samples and summaries.
 
         `repeats="auto"` (or `request.repeats = "auto"`): the adaptive plan, which keeps measuring until this
@@ -105,16 +106,41 @@ class SGLangPerf:
         `concurrency=N` (or `"max"`, the server's request cap): rounds of N streams sent at once (`repeats` and
         `warmup` count rounds), a cell of its own; a list of levels is a sweep and returns a `Sweep`, one Result
         per level. `slo={"ttft": "200ms", "tpot": "50ms"}` (or `request.slo`) adds goodput. docs/concurrency.md.
+        `prompt_tokens=N`: a prompt of exactly N tokens by this server's own count (the chat template's included):
+        `prompt` (or, without one, prompts.LONG_PROMPT_HEAD) followed by as much of prompts.py's weather log as it
+        takes; N is part of the cell's identity, and each request's usage must say N. One stream only.
+        docs/prefill.md.
         """
         __tracebackhide__ = True
+        prompt = self._prompt(prompt, prompt_tokens, concurrency)
         given = {"max_tokens": max_tokens, "temperature": temperature, "repeats": repeats, "warmup": warmup,
-                 "seed": seed, "ignore_eos": ignore_eos, "slo": self._slo(slo),
+                 "seed": seed, "ignore_eos": ignore_eos, "slo": self._slo(slo), "prompt_tokens": prompt_tokens,
                  "prefix_cache": None if prefix_cache is None else _prefix_cache(prefix_cache)}
         if isinstance(concurrency, list | tuple):
             # every level resolved ("max" included) before the first request: a bad level costs no measurement
             plan = [self._params(prompt, given, level) for level in self._levels(concurrency)]
             return Sweep(tuple(self._measure(params) for params in plan))
         return self._measure(self._params(prompt, given, self._levels(concurrency)[0]))
+
+    def _prompt(self, prompt: str | None, tokens: int | None, concurrency: object) -> str:
+        """The prompt sent: the test's own, or the one of exactly `tokens` tokens built on this server."""
+        __tracebackhide__ = True
+        if tokens is None:
+            if prompt is None:
+                raise TypeError("measure() needs a prompt, or prompt_tokens=N for a prompt of exactly N tokens")
+            return prompt
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 1:
+            raise ValueError(f"measure(prompt_tokens=...): expected a whole number of tokens >= 1, got {tokens!r}")
+        if concurrency != 1:
+            raise ValueError("measure(prompt_tokens=...) measures one stream: each stream of a concurrent round opens "
+                             "with a label of its own, which changes its length; drop concurrency= or prompt_tokens=")
+        from pytest_sglang_perf.measurement.client import RequestFailed
+
+        try:
+            return self._session.exact_prompt(self.variant.name, tokens, prompt)
+        except RequestFailed as exc:
+            failure = self._request_failure(exc)
+        pytest.fail(failure, pytrace=False)
 
     def _levels(self, value: object) -> tuple[Level, ...]:
         try:

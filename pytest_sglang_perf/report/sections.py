@@ -26,6 +26,7 @@ def summary_sections(run: RunRecord) -> list[tuple[str, list[str]]]:
     """(title, lines) of each summary section that has lines, in order."""
     from pytest_sglang_perf.gate.ab import session_lines
     from pytest_sglang_perf.report.load import load_lines
+    from pytest_sglang_perf.report.prefill import prefill_lines
     from pytest_sglang_perf.report.roofline import roofline_lines
     from pytest_sglang_perf.report.server_view import server_view_lines
     from pytest_sglang_perf.report.servers import server_summary
@@ -42,10 +43,13 @@ def summary_sections(run: RunRecord) -> list[tuple[str, list[str]]]:
                                   simulated=run.simulated, probe=probe_text(run.probe), verbose=not brief)
         load = load_lines([(test_id, result) for (test_id, _), result in results.items()],
                           simulated=run.simulated, verbose=not brief)
+        prefill = prefill_lines([(test_id, result) for (test_id, _), result in results.items()],
+                                simulated=run.simulated, verbose=not brief)
         own = server_view_lines([(test_id, result) for (test_id, _), result in results.items()],
                                 simulated=run.simulated, verbose=not brief)
         sections = [("sglang-perf servers", servers), *sections, ("sglang-perf load", load),
-                    ("sglang-perf server's view", own), ("sglang-perf roofline", roofline), ("sglang-perf A/B", ab)]
+                    ("sglang-perf server's view", own), ("sglang-perf prefill", prefill),
+                    ("sglang-perf roofline", roofline), ("sglang-perf A/B", ab)]
     return [(title, lines) for title, lines in sections if lines]
 
 

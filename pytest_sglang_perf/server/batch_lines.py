@@ -13,7 +13,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from pytest_sglang_perf.measurement.server_view import DecodeWindow
+from pytest_sglang_perf.measurement.server_view import DecodeWindow, PrefillView
 from pytest_sglang_perf.server.logscan import line_ranks, logical_lines
 
 _BATCH = re.compile(r"\b(?P<kind>Prefill|Decode) batch(?: \[[^\]]*\])?[.,] (?P<fields>.*)$")
@@ -62,6 +62,16 @@ def decode_windows(text: str) -> list[DecodeWindow]:
     """The `Decode batch` lines of a log text as the server's decode windows (each DP group's lead rank)."""
     return [DecodeWindow(batch.running_req, batch.gen_throughput, batch.accept_len, batch.graph)
             for batch in group_leads(batch_lines(text)) if batch.kind == "Decode"]
+
+
+def prefill_view(text: str, requests: int) -> PrefillView | None:
+    """The `Prefill batch` lines of a log text (each DP group's lead rank) for a measurement of `requests` requests;
+    None when there are none."""
+    lines = [batch for batch in group_leads(batch_lines(text)) if batch.kind == "Prefill"]
+    if not lines:
+        return None
+    new_tokens = sum(int(_number(batch.fields.get("#new-token"), int) or 0) for batch in lines)
+    return PrefillView(len(lines), new_tokens, sum(batch.graph is True for batch in lines), requests)
 
 
 def first_rank(batches: list[BatchLine]) -> list[BatchLine]:

@@ -90,6 +90,8 @@ class PerfSession:
         self.more_boots: Mapping[tuple[str, str], tuple[Result, ...]] = {}
         """Each cell's re-measures on further boots, by (test id, variant): the A/B between boots
         (session/ab_rounds.py, `--sglang-boots N` in a gate run)."""
+        self._exact_prompts: dict[tuple[str, int, str | None], str] = {}
+        """Prompts of exact length built so far, by (variant, tokens, opening): measure(prompt_tokens=N)."""
         self._say = say
 
     @cached_property
@@ -278,6 +280,21 @@ class PerfSession:
                              flush_key=run.plan.admin_api_key)
         result = replace(result, host=watched.host, gpu=watched.gpu, boot=run.boots)
         return self.roofline.annotate(run, with_server_view(run, start, result))
+
+    def exact_prompt(self, name: str, tokens: int, head: str | None) -> str:
+        """The prompt of exactly `tokens` tokens by the variant's server (measurement/exact_prompt.py), built once
+        per variant, length and opening; raises client.RequestFailed."""
+        from pytest_sglang_perf.measurement.exact_prompt import build_exact_prompt, tokenize_counter
+        from pytest_sglang_perf.prompts import LONG_PROMPT_HEAD
+
+        key = (name, tokens, head)
+        if key not in self._exact_prompts:
+            run = self.runs[name]
+            assert run.server is not None, "exact_prompt() needs the variant's running server"
+            count = tokenize_counter(run.server.base_url, self.settings.model, run.server.plan.api_key)
+            built = build_exact_prompt(tokens, count, head=LONG_PROMPT_HEAD if head is None else head)
+            self._exact_prompts[key] = built.text
+        return self._exact_prompts[key]
 
     def decider(self, test_id: str, name: str, params: RequestParams) -> Callable[[Result], bool]:
         """For the adaptive plan: whether the samples so far decide the cell's verdict."""

@@ -17,10 +17,11 @@ from typing import TYPE_CHECKING, Any
 from pytest_sglang_perf.config.settings import Settings
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.gate.efficiency import efficiency_values
-from pytest_sglang_perf.measurement.metrics import EFFICIENCY
+from pytest_sglang_perf.measurement.metrics import EFFICIENCY, PREFILL
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.roofline.ceiling import Bandwidth, DecodeCeiling
+from pytest_sglang_perf.roofline.prefill_ceiling import PrefillCeiling
 from pytest_sglang_perf.roofline.server_shape import (
     decode_shape,
     draft_model_path,
@@ -62,14 +63,16 @@ class SessionRoofline:
             return
         from pytest_sglang_perf.hardware.probe import probe_in_subprocess
 
-        self._say("probing the GPUs before the first boot: their read bandwidth, for the decode ceilings "
-                  "(--sglang-no-probe skips it)")
+        self._say("probing the GPUs before the first boot: their read bandwidth and GEMM rate, for the decode and "
+                  "prefill ceilings (--sglang-no-probe skips it)")
         self.probe = probe_in_subprocess(visible=visible)
         self._say(f"GPU probe: {probe_text(self.probe)}")
 
     def annotate(self, run: VariantRun, result: Result) -> Result:
         """`result` with its decode ceiling, or the reason it has none; with `tolerance.bandwidth_efficiency` set,
-        its per-request share of the ceiling too (the optional gate, gate/efficiency.py)."""
+        its per-request share of the ceiling too (the optional gate, gate/efficiency.py); a prefill cell with its
+        compute ceiling (session/prefill_roofline.py)."""
+        result = replace(result, prefill_roofline=self._prefill(run, result))
         try:
             ceiling = self.ceiling(run, result)
         except Exception as exc:  # a diagnostic never fails a measurement: its failure is reported as the reason
@@ -113,6 +116,26 @@ class SessionRoofline:
         return DecodeCeiling(step=step, bandwidth=bandwidth, accept_length=per_step,
                              measured_tok_s=statistics.median(decode), bytes_exact=weights.exact,
                              bytes_source=weights.source, notes=weights.notes)
+
+    def _prefill(self, run: VariantRun, result: Result) -> PrefillCeiling | str | None:
+        """A prefill cell's compute ceiling, or why it has none; None for a cell that measured no prefill."""
+        from pytest_sglang_perf.session.prefill_roofline import gemm_rate, prefill_ceiling
+
+        if not result.values.get(PREFILL):
+            return None
+        if run.plan.url is not None and not self._simulate:
+            return ("no prefill ceiling: the server is remote (--sglang-url / url), and its GPUs are not probed from "
+                    "here")
+        if not self._gpus.names:
+            return "no GPU: a run on the CPU has no compute ceiling here (the GEMM rate is measured on GPUs only)"
+        name = self._gpus.names[0]
+        try:
+            rate = gemm_rate(name, _table_gpu(name), self.probe, simulate=self._simulate)
+            if isinstance(rate, str):
+                return rate
+            return prefill_ceiling(run, result, rate, self._settings.root, self._settings.model)
+        except Exception as exc:  # a diagnostic never fails a measurement: its failure is reported as the reason
+            return f"no prefill ceiling: computing it failed ({type(exc).__name__}: {exc})"
 
     def bandwidth(self) -> Bandwidth | str:
         """The simulated GPU's, the probe's measurement of this host's GPU, else its datasheet figure."""

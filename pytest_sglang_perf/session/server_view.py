@@ -1,6 +1,6 @@
 """The server's own view of each measurement: the part of its log the measurement wrote, read for SGLang's decode
-windows (server/batch_lines.py), and its `/metrics` counters before and after (server/metrics_scrape.py, with
-`--enable-metrics`), set beside the client's numbers (measurement/server_view.py)."""
+windows and prefill steps (server/batch_lines.py), and its `/metrics` counters before and after
+(server/metrics_scrape.py, with `--enable-metrics`), set beside the client's numbers (measurement/server_view.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from dataclasses import dataclass, replace
 
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.server_view import ServerView, findings, server_view
-from pytest_sglang_perf.server.batch_lines import decode_windows
+from pytest_sglang_perf.server.batch_lines import decode_windows, prefill_view
 from pytest_sglang_perf.server.metrics_scrape import accept_length, scrape
 from pytest_sglang_perf.session.variant_run import VariantRun
 
@@ -51,11 +51,13 @@ def with_server_view(run: VariantRun, start: Before, result: Result) -> Result:
     text = _appended(run, start.offset)
     captured = None if run.startup is None else run.startup.captured_decode_bs
     view = server_view(decode_windows(text), captured) if text else None
+    sent = (result.measured + result.params.warmup) * result.params.concurrency
+    prefill = prefill_view(text, sent) if text else None
     metrics = accept_length(start.counters, scrape(run.server.base_url, run.server.plan.api_key)
                             if start.counters is not None else None)
-    if view is None and metrics is None:
+    if view is None and metrics is None and prefill is None:
         return result
-    view = replace(view or ServerView(0, None, None, None, 0, 0), metrics_accept_len=metrics)
+    view = replace(view or ServerView(0, None, None, None, 0, 0), metrics_accept_len=metrics, prefill=prefill)
     medians = {name: summary.median for name, summary in result.summaries.items()}
     return replace(result, server=replace(view, findings=findings(view, medians, result.params.concurrency)))
 

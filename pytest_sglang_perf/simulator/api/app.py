@@ -1,6 +1,6 @@
 """The HTTP API (aiohttp): SGLang 0.5.23's health, info, cache, metrics, chat and native generate endpoints
-(docs/sglang-0.5.23.md §2.2, §3, §4, §5, §6). Generation goes through the engine's batcher (chat_api.py,
-generate_api.py).
+(docs/sglang-0.5.23.md §2.2, §3, §4, §5, §6) and tokenize (docs/prefill.md §1). Generation goes through the engine's
+batcher (chat_api.py, generate_api.py).
 
 Auth follows srt/utils/auth.py::decide_request_auth: with `--api-key` (or `--admin-api-key`) every endpoint needs
 `Authorization: Bearer <key>` except paths starting with `/health`, `/ready`, `/metrics`; `/flush_cache` is
@@ -21,6 +21,7 @@ from pytest_sglang_perf.simulator.api.chat_api import chat_completions
 from pytest_sglang_perf.simulator.api.generate_api import generate
 from pytest_sglang_perf.simulator.api.prometheus import CONTENT_TYPE, SimMetrics
 from pytest_sglang_perf.simulator.api.serving import METRICS, metrics_of
+from pytest_sglang_perf.simulator.api.tokenize_api import tokenize
 from pytest_sglang_perf.simulator.api.web_util import json_response
 from pytest_sglang_perf.simulator.engine.engine import SimEngine
 from pytest_sglang_perf.simulator.logs import SimLogger
@@ -54,6 +55,8 @@ def build_app(engine: SimEngine) -> web.Application:
     app.router.add_route("GET", "/flush_cache", _flush_cache)
     app.router.add_route("POST", "/flush_cache", _flush_cache)
     app.router.add_post("/v1/chat/completions", _chat)
+    app.router.add_post("/v1/tokenize", _tokenize)
+    app.router.add_post("/tokenize", _tokenize)
     app.router.add_route("POST", "/generate", _generate)
     app.router.add_route("PUT", "/generate", _generate)
     if args.get("enable_metrics"):
@@ -176,6 +179,10 @@ async def _metrics(request: web.Request) -> web.Response:
 
 async def _chat(request: web.Request) -> web.StreamResponse:
     return await chat_completions(request, request.app[ENGINE])
+
+
+async def _tokenize(request: web.Request) -> web.Response:
+    return await tokenize(request, request.app[ENGINE])
 
 
 async def _generate(request: web.Request) -> web.StreamResponse:

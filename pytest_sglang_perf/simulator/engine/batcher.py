@@ -2,7 +2,11 @@
 
 Like SGLang's scheduler (docs/sglang-0.5.23.md §7.2, §7.3): at each step boundary, requests that have arrived are
 admitted (up to `max_running_requests` running and `max_prefill_tokens` new tokens) and prefilled together in one step,
-which pauses decoding (the part of a prompt the radix cache holds, radix.py, is not prefilled again); otherwise one
+which pauses decoding (the part of a prompt the radix cache holds, radix.py, is not prefilled again). With chunked
+prefill (`chunked_prefill_size` C > 0) a step computes at most C new tokens: a longer prompt is cut, its first C
+tokens prefilled in this step and the rest in the next ones, C at a time and before anything else (SGLang's
+`chunked_req`), one `Prefill batch` line per chunk (docs/prefill.md §3); its first token comes after the last chunk.
+Otherwise one
 decode step (one speculative round) runs for the whole running batch and every request gets its next tokens. A
 step's duration comes from `Pacing` (the roofline model or the knobs) for the batch as it is, so aggregate
 throughput grows with concurrency while each stream slows a little.
@@ -39,6 +43,8 @@ class Ticket:
     prompt_ids: tuple[int, ...] = ()
     cached_tokens: int = 0
     """Prompt tokens the prefill read from the radix cache (set when the request is admitted)."""
+    prefilled: int = 0
+    """New prompt tokens computed so far (chunked prefill: less than new_tokens until the last chunk)."""
     done_steps: int = 0
     generated: int = 0
     """Tokens of the completed steps."""
@@ -60,6 +66,11 @@ class Ticket:
         """Prompt tokens its prefill computes."""
         return self.prompt_tokens - self.cached_tokens
 
+    @property
+    def unprefilled(self) -> int:
+        """New prompt tokens its prefill has still to compute."""
+        return self.new_tokens - self.prefilled
+
     async def progressed(self) -> None:
         """Wait until at least one more step completed (or the request finished)."""
         await self._event.wait()
@@ -77,17 +88,30 @@ class Ticket:
 
 
 @dataclass(frozen=True)
+class _Chunk:
+    """What one prefill step computes of one request: `tokens` new tokens after `prefix` already in its KV cache."""
+
+    ticket: Ticket
+    tokens: int
+    prefix: int
+
+
+@dataclass(frozen=True)
 class _Step:
     end: float
     graph: bool
-    prefill: tuple[Ticket, ...] = ()
+    prefill: tuple[_Chunk, ...] = ()
     decode: tuple[Ticket, ...] = ()
 
 
 class Batcher:
     def __init__(self, pacing: Pacing, stats: DecodeStats, max_running: int, max_prefill_tokens: int,
-                 emit: Callable[[str], None], cache: RadixCache | None = None) -> None:
+                 emit: Callable[[str], None], cache: RadixCache | None = None, chunk_size: int = 0) -> None:
         self.pacing, self.stats = pacing, stats
+        self.chunk_size = chunk_size
+        """chunked_prefill_size: new tokens one prefill step computes at most; 0 or less: no chunking."""
+        self._chunked: Ticket | None = None
+        """The request whose prompt is being prefilled chunk by chunk."""
         self.cache = cache if cache is not None else RadixCache(enabled=False)
         self.max_running, self.max_prefill_tokens = max(1, max_running), max(1, max_prefill_tokens)
         self.emit = emit
@@ -130,7 +154,7 @@ class Batcher:
 
     @property
     def idle(self) -> bool:
-        return not self._running and not self._waiting
+        return not self._running and not self._waiting and self._chunked is None
 
     async def wait_idle(self, timeout: float) -> bool:
         with contextlib.suppress(TimeoutError):
@@ -163,37 +187,47 @@ class Batcher:
     def _plan_step(self) -> _Step | None:
         admitted = self._admit()
         if admitted:
-            return self._prefill_step(admitted)
+            return self._prefill_step(tuple(admitted))
         if self._running:
             return self._decode_step()
         self.clock = max(self.clock, min(t.arrival for t in self._waiting))  # nothing runs until it arrives
         return None
 
-    def _admit(self) -> list[Ticket]:
-        """Arrived requests, first come first served, within the free slots and the prefill token budget (of new
-        tokens: what the radix cache holds of a prompt is not prefilled)."""
-        admitted: list[Ticket] = []
-        budget = self.max_prefill_tokens
-        while self._waiting and len(self._running) + len(admitted) < self.max_running:
+    def _admit(self) -> list[_Chunk]:
+        """What the next prefill step computes: the rest of a chunked prompt first (at most one chunk of it), then
+        arrived requests, first come first served, within the free slots and the step's token budget (of new tokens:
+        what the radix cache holds of a prompt is not prefilled); with chunked prefill, the request that does not
+        fit whole is cut to the budget left and continues in the next steps."""
+        chunking = self.chunk_size > 0
+        budget = self.chunk_size if chunking else self.max_prefill_tokens
+        admitted: list[_Chunk] = []
+        if self._chunked is not None:
+            ticket = self._chunked
+            admitted.append(_Chunk(ticket, min(ticket.unprefilled, budget), ticket.cached_tokens + ticket.prefilled))
+            budget -= admitted[-1].tokens
+        while self._waiting and budget > 0 and len(self._running) + len(admitted) < self.max_running:
             ticket = self._waiting[0]
             if ticket.arrival > self.clock:
                 break
             ticket.cached_tokens = self.cache.match(ticket.prompt_ids)
-            if admitted and ticket.new_tokens > budget:
+            if ticket.new_tokens > budget and (admitted and not chunking):
                 break
-            admitted.append(self._waiting.popleft())
-            budget -= ticket.new_tokens
+            self._waiting.popleft()
+            take = min(ticket.new_tokens, budget) if chunking else ticket.new_tokens
+            admitted.append(_Chunk(ticket, take, ticket.cached_tokens))
+            budget -= take
         return admitted
 
-    def _prefill_step(self, admitted: list[Ticket]) -> _Step:
-        new_tokens = sum(t.new_tokens for t in admitted)
-        cached_tokens = sum(t.cached_tokens for t in admitted)
+    def _prefill_step(self, admitted: tuple[_Chunk, ...]) -> _Step:
+        new_tokens = sum(chunk.tokens for chunk in admitted)
+        cached_tokens = sum(chunk.ticket.cached_tokens for chunk in admitted if chunk.ticket.prefilled == 0)
         graph = self.pacing.costs.uses_prefill_graph(new_tokens)
         self.emit(self.stats.prefill_line(len(admitted), new_tokens, len(self._running), self.running_tokens,
                                           len(self._waiting), graph, self.clock, cached_tokens))
-        factor = fmean(t.jitter for t in admitted) * self.slow_factor
-        seconds = self.pacing.prefill(new_tokens, factor, cached_tokens)
-        return _Step(self.clock + seconds, graph, prefill=tuple(admitted))
+        factor = fmean(chunk.ticket.jitter for chunk in admitted) * self.slow_factor
+        attention = sum(self.pacing.costs.attention_flops(chunk.tokens, chunk.prefix) for chunk in admitted)
+        seconds = self.pacing.prefill(new_tokens, factor, cached_tokens, attention)
+        return _Step(self.clock + seconds, graph, prefill=admitted)
 
     def _decode_step(self) -> _Step:
         batch = tuple(self._running)
@@ -212,13 +246,19 @@ class Batcher:
 
     def _complete(self, step: _Step) -> None:
         self.clock = step.end
-        for ticket in step.prefill:
+        self._chunked = None
+        for chunk in step.prefill:
+            ticket = chunk.ticket
+            ticket.prefilled += chunk.tokens
+            if ticket.unprefilled > 0:
+                self._chunked = ticket
+                continue
             self.cache.insert(ticket.prompt_ids)
             ticket._advance(step.end)
             if not ticket.finished:
                 self._running.append(ticket)
         if step.prefill and self.on_forward is not None:
-            self.on_forward("prefill", step.graph, sum(t.new_tokens for t in step.prefill))
+            self.on_forward("prefill", step.graph, sum(chunk.tokens for chunk in step.prefill))
         if step.decode:
             self._complete_decode(step)
         self._running = [t for t in self._running if not t.finished and not t.aborted]
@@ -236,6 +276,8 @@ class Batcher:
             self.emit(line)
 
     def _drop_aborted(self) -> None:
+        if self._chunked is not None and self._chunked.aborted:
+            self._chunked = None
         if any(t.aborted for t in self._waiting):
             self._waiting = deque(t for t in self._waiting if not t.aborted)
         self._running = [t for t in self._running if not t.aborted]

@@ -65,7 +65,7 @@ class SimEngine:
                                 page_size=int(resolution.args.get("page_size") or 1), capacity=setup.memory.kv_tokens)
         self.batcher = Batcher(self.pacing, self.stats, setup.memory.max_running_requests,
                                int(resolution.args.get("max_prefill_tokens") or 16384), self._scheduler_line,
-                               self.cache)
+                               self.cache, chunk_size=int(resolution.args.get("chunked_prefill_size") or 0))
         self._metrics: SchedulerMetrics | None = None
         self._counter = itertools.count()
         self.requests_arrived = 0

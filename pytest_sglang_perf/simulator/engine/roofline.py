@@ -15,10 +15,21 @@ split into the terms of `DecodeSplit`:
                + without the decode CUDA graph (or a batch larger than the captured sizes): kernel launches,
                eager_launch_per_layer per layer and forward
 
-Tokens per step are the accept length (schedule.py draws them). A **prefill** of N new tokens costs the same
-roofline with flops for N tokens at prefill_mfu, plus launch overhead that the prefill CUDA graph mostly removes
-(when N fits its largest capture size): the prefill graph changes TTFT, never the decode step. Single-batch
-overlap changes nothing here: it overlaps MoE communication (DeepEP), which a dense model does not have.
+Tokens per step are the accept length (schedule.py draws them). A **prefill** (extend) step of N new tokens after P
+tokens already in the KV cache costs the same roofline at prefill_mfu, with the flops a prefill does:
+
+    flops    = 2 * (active parameters - LM head) / tp * N     every token through every layer's GEMMs
+             + 2 * LM head / tp                              logits of the last position only (SGLang's extend)
+             + 4 * N * (P + N / 2) * heads * head_dim / tp   per full-attention layer: QK^T and PV, causal
+    launch   = prefill_launch_per_layer * layers             eager kernel launches, of which the prefill CUDA
+                                                              graph leaves prefill_graph_launch_share (when N fits
+                                                              its largest capture size, chunked_prefill_size)
+
+A prompt longer than chunked_prefill_size is prefilled in chunks of that size, one step (and one `Prefill batch`
+line) each (batcher.py), each chunk's attention reading the chunks before it. The launch cost is the same at every
+length, the compute grows with it: the prefill graph shortens a short prompt's TTFT and hardly a long one's, and
+never the decode step. Single-batch overlap changes nothing here: it overlaps MoE communication (DeepEP), which a
+dense model does not have.
 
 The per-GPU efficiencies come from the GPU table (sglang_facts/data/gpus.json), the other constants from
 sglang_facts/data/sim-timing.json, each with where it came from. They reproduce two anchors
@@ -87,6 +98,12 @@ class StepCosts:
     """Largest captured decode batch; 0 without the decode CUDA graph."""
     prefill_graph_backend: str
     prefill_graph_max_tokens: int
+    head_flops: float = 0.0
+    """Per GPU: the LM head's flops for one token (a prefill computes the last position's logits only)."""
+    attention_width: float = 0.0
+    """Per GPU: query heads x head_dim / tp, the width of the attention's QK^T and PV products."""
+    attention_layers: int = 0
+    """Layers with full (quadratic) attention."""
 
     @classmethod
     def build(cls, model: ModelConfig, resolution: Resolution, gpu: Gpu,
@@ -108,6 +125,9 @@ class StepCosts:
             decode_graph_max_bs=max(decode_capture_bs, default=0) if graphs.decode.enabled else 0,
             prefill_graph_backend=graphs.prefill.backend,
             prefill_graph_max_tokens=max(graphs.prefill.bs or (0,)) if graphs.prefill.enabled else 0,
+            head_flops=2.0 * model.vocab_size * model.hidden_size / tp,
+            attention_width=model.num_attention_heads * model.head_dim / tp,
+            attention_layers=model.num_kv_layers,
         )
 
     # -- decode ------------------------------------------------------------------------------------
@@ -152,10 +172,12 @@ class StepCosts:
 
     # -- prefill -----------------------------------------------------------------------------------
 
-    def prefill(self, new_tokens: int) -> float:
-        """Seconds for one prefill (extend) forward over `new_tokens` tokens, the draft's included."""
+    def prefill(self, new_tokens: int, attention_flops: float = 0.0) -> float:
+        """Seconds for one prefill (extend) forward over `new_tokens` tokens, the draft's included;
+        `attention_flops`: the step's quadratic attention term (`attention_flops`, summed over its requests)."""
         tokens = max(1, new_tokens)
-        target = self._roofline(self._weights(tokens), self.flops_per_token * tokens, TIMING.prefill_mfu)
+        flops = (self.flops_per_token - self.head_flops) * tokens + self.head_flops + attention_flops
+        target = self._roofline(self._weights(tokens), flops, TIMING.prefill_mfu)
         launch = TIMING.prefill_launch_per_layer_s * self.num_layers
         if self.uses_prefill_graph(tokens):
             launch *= TIMING.prefill_graph_share(self.prefill_graph_backend)
@@ -164,6 +186,12 @@ class StepCosts:
             draft = (self._roofline(self.draft_bytes, self.draft_flops_per_token * tokens, TIMING.prefill_mfu)
                      + TIMING.draft_overhead_s)
         return target + self._comm(tokens) + launch + draft + TIMING.step_overhead_s
+
+    def attention_flops(self, new_tokens: int, prefix_tokens: int = 0) -> float:
+        """Per GPU, the causal attention of `new_tokens` queries over `prefix_tokens` cached keys and each other:
+        QK^T and PV, 2 flops per multiply-add each, in every full-attention layer."""
+        pairs = new_tokens * (prefix_tokens + new_tokens / 2)
+        return 4.0 * pairs * self.attention_width * self.attention_layers
 
     def uses_prefill_graph(self, new_tokens: int) -> bool:
         return 0 < new_tokens <= self.prefill_graph_max_tokens

@@ -148,11 +148,13 @@ class Pacing:
         context = context_tokens if self.use_context else 0
         return self.costs.decode_step(batch, context) * self.decode_scale * self.time_scale * factor
 
-    def prefill(self, new_tokens: int, factor: float = 1.0, cached_tokens: int = 0) -> float:
-        """One prefill step computing `new_tokens` (`cached_tokens` more came from the radix cache). --sim-ttft is the
-        prefill of a prompt with nothing cached: a partly cached one takes the computed share of it."""
+    def prefill(self, new_tokens: int, factor: float = 1.0, cached_tokens: int = 0,
+                attention_flops: float = 0.0) -> float:
+        """One prefill step computing `new_tokens` (`cached_tokens` more came from the radix cache or earlier chunks;
+        `attention_flops`: the step's attention term, StepCosts.attention_flops). --sim-ttft is the prefill of a
+        prompt with nothing cached: a partly cached one takes the computed share of it."""
         if self.ttft is None:
-            seconds = self.costs.prefill(new_tokens)
+            seconds = self.costs.prefill(new_tokens, attention_flops)
         else:
             seconds = self.ttft * new_tokens / max(1, new_tokens + cached_tokens)
         return seconds * self.time_scale * factor

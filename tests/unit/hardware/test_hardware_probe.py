@@ -1,5 +1,6 @@
-"""hardware/: the GPU probe with fake torch / pynvml modules, its report's round trip, and the child process (fake
-interpreters that crash, hang or print nothing; the real one of this machine, which has no GPU)."""
+"""hardware/: the GPU probe with fake torch / pynvml modules (its bandwidth and GEMM measurements), its report's
+round trip, and the child process (fake interpreters that crash, hang or print nothing; the real one of this machine,
+which has no GPU)."""
 
 from __future__ import annotations
 
@@ -19,10 +20,11 @@ from typing import Any
 import psutil
 import pytest
 
-from pytest_sglang_perf.hardware import facts
+from pytest_sglang_perf.hardware import facts, gemm
 from pytest_sglang_perf.hardware.__main__ import human
 from pytest_sglang_perf.hardware.bandwidth import GIB, BandwidthMeasurement, buffer_bytes, gb_s
 from pytest_sglang_perf.hardware.facts import GpuFacts
+from pytest_sglang_perf.hardware.gemm import GemmMeasurement, square_size
 from pytest_sglang_perf.hardware.probe import INSTALL, ProbeReport, probe, probe_in_subprocess
 
 REPO = Path(__file__).resolve().parents[3]
@@ -35,7 +37,8 @@ A6000 = {"name": "NVIDIA RTX A6000", "major": 8, "minor": 6, "total_memory": 491
 
 @dataclass
 class Clock:
-    """The fake GPU's time: each kernel advances it by the next duration its kind was given (milliseconds)."""
+    """The fake GPU's time: each kernel advances it by the next duration its kind was given (milliseconds; 1 once
+    they are used up, or for a kind given none)."""
 
     durations: dict[str, list[float]]
     now: float = 0.0
@@ -43,11 +46,12 @@ class Clock:
 
     def run(self, kind: str, device: str) -> None:
         self.launched.append((kind, device))
-        self.now += self.durations[kind].pop(0) if self.durations[kind] else 1.0
+        left = self.durations.get(kind)
+        self.now += left.pop(0) if left else 1.0
 
 
-def fake_torch(gpus: list[dict[str, Any]], clock: Clock, *, cuda: bool = True,
-               ones: Callable[..., Any] | None = None) -> types.ModuleType:
+def fake_torch(gpus: list[dict[str, Any]], clock: Clock, *, cuda: bool = True, ones: Callable[..., Any] | None = None,
+               matmul: Callable[..., Any] | None = None) -> types.ModuleType:
     torch = types.ModuleType("torch")
     torch.__version__ = "2.11.0+cu128"  # type: ignore[attr-defined]
     torch.version = types.SimpleNamespace(cuda="12.8")  # type: ignore[attr-defined]
@@ -79,6 +83,8 @@ def fake_torch(gpus: list[dict[str, Any]], clock: Clock, *, cuda: bool = True,
 
     torch.ones = ones or (lambda numel, dtype, device: Tensor(numel, device))  # type: ignore[attr-defined]
     torch.empty_like = lambda t: Tensor(t.numel, t.device)  # type: ignore[attr-defined]
+    torch.randn = torch.empty = lambda rows, cols, dtype, device: Tensor(rows * cols, device)  # type: ignore[attr-defined]
+    torch.matmul = matmul or (lambda a, b, out: clock.run("matmul", a.device))  # type: ignore[attr-defined]
     torch.cuda = types.SimpleNamespace(  # type: ignore[attr-defined]
         is_available=lambda: cuda, device_count=lambda: len(gpus) if cuda else 0,
         get_device_properties=lambda i: types.SimpleNamespace(**gpus[i]),
@@ -133,7 +139,8 @@ def modules(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Callable[..., No
 
 def test_gpus_found_facts_and_one_measurement_per_model(modules: Callable[..., None]) -> None:
     clock = Clock({"read": [9.0, 9.0, 9.0, 0.5, 0.25, 0.3] + [0.4] * 17 + [8.0] * 3 + [0.3] * 20,
-                   "copy": [9.0] * 3 + [0.6, 0.5] + [0.7] * 18})
+                   "copy": [9.0] * 3 + [0.6, 0.5] + [0.7] * 18,
+                   "matmul": [9.0] * 10 + [1.5, 1.375] + [1.4] * 18 + [9.0] * 10 + [2.75] * 20})
     modules(fake_torch([H200, H200, A6000], clock), None)
     report = probe()
     assert report.gpus[0] == GpuFacts(0, "NVIDIA H200", "9.0", 143771, "570.124.06", "12.8", 1980, 2619, None)
@@ -151,6 +158,42 @@ def test_gpus_found_facts_and_one_measurement_per_model(modules: Callable[..., N
     assert a6000 is not None and a6000.size_bytes == 512 * 2**20  # 5% of 10 GiB free is less than 1 GiB
     assert a6000.read_gb_s == pytest.approx(512 * 2**20 / 0.3e-3 / 1e9) and "512 MiB" in a6000.method
     assert report.bandwidth_for("NVIDIA B200") is None
+    h200_gemm, a6000_gemm = report.gemm_for("NVIDIA H200"), report.gemm_for("NVIDIA RTX A6000")
+    assert h200_gemm is not None and (h200_gemm.m, h200_gemm.n, h200_gemm.k, h200_gemm.repeats) == (8192,) * 3 + (20,)
+    assert h200_gemm.tflops == pytest.approx(2 * 8192**3 / 1.375e-3 / 1e12)  # the best of 20, warm-up left out
+    assert h200_gemm.median_tflops == pytest.approx(2 * 8192**3 / 1.4e-3 / 1e12)
+    assert h200_gemm.method == ("bf16 matmul (8192x8192)@(8192x8192) of random values, best of 20 "
+                                "(CUDA events, 10 warm-up runs)")
+    assert a6000_gemm is not None and a6000_gemm.tflops == pytest.approx(399.8, abs=0.1)
+    assert report.gemm_for("NVIDIA B200") is None
+
+
+def test_a_product_is_two_flops_per_multiply_add() -> None:
+    assert gemm.flops(8192, 8192, 8192) == 2 * 8192**3 == 1_099_511_627_776
+    assert gemm.flops(512, 6144, 4096) == 2 * 512 * 6144 * 4096
+    assert gemm.tflops(2 * 10**12, 2.5) == pytest.approx(800.0)  # 2 TFLOP in 2.5 ms
+    assert gemm.matrices_bytes(8192, 8192, 8192) == 3 * 128 * 2**20
+
+
+def test_the_gemm_shrinks_until_its_three_matrices_fit_in_5_percent_of_free_memory() -> None:
+    assert square_size(100 * GIB) == 8192  # 384 MiB in 5 GiB
+    assert square_size(int(7.5 * GIB)) == 8192  # exactly 384 MiB
+    assert square_size(4 * GIB) == 4096  # 96 MiB in 205 MiB
+    assert square_size(GIB) == 2048
+    assert square_size(0) == gemm.MIN_SIZE == 1024
+    assert square_size(100 * GIB, size=2048) == 2048
+
+
+def test_the_gemm_on_a_gpu_with_little_free_memory_or_of_a_given_shape(modules: Callable[..., None]) -> None:
+    clock = Clock({"matmul": [1.0] * 10 + [0.25] * 5})
+    torch = fake_torch([{**A6000, "free": 4 * GIB}], clock)
+    small = gemm.measure(torch, 0, repeats=5)
+    assert (small.m, small.n, small.k) == (4096, 4096, 4096) and small.tflops == pytest.approx(549.76, abs=0.01)
+    assert "(4096x4096)@(4096x4096)" in small.method and "best of 5" in small.method
+    shaped = gemm.measure(torch, 0, dims=(512, 6144, 4096), repeats=3, warmup=1)
+    assert (shaped.m, shaped.n, shaped.k) == (512, 6144, 4096) and "(512x4096)@(4096x6144)" in shaped.method
+    assert shaped.tflops == pytest.approx(2 * 512 * 6144 * 4096 / 1e-3 / 1e12)  # the clock's default 1 ms
+    assert gemm.summary(small) == (f"NVIDIA RTX A6000: bf16 matmul 550 TFLOP/s (median 550); {small.method}")
 
 
 def test_the_buffer_is_1_gib_or_5_percent_of_free_memory() -> None:
@@ -168,7 +211,8 @@ def test_nvml_fills_what_torch_leaves_empty(modules: Callable[..., None]) -> Non
     h200, a6000 = report.gpus
     assert (h200.index, h200.power_limit_w, h200.sm_clock_mhz, h200.mem_clock_mhz) == (0, 700.0, 1980, 3201)
     assert (a6000.power_limit_w, a6000.sm_clock_mhz, a6000.mem_clock_mhz) == (None, 1800, 8001)  # torch's kept
-    assert report.bandwidth == () and report.skipped == "bandwidth not measured: asked not to (--no-measure)"
+    assert report.bandwidth == () and report.gemm == ()
+    assert report.skipped == "bandwidth and GEMM rate not measured: asked not to (--no-measure)"
 
 
 def test_no_gpu(modules: Callable[..., None]) -> None:
@@ -208,13 +252,25 @@ def test_a_failed_measurement_keeps_the_facts_and_names_the_gpu(modules: Callabl
     assert report.gpus[0].name == "NVIDIA H200" and report.bandwidth == ()
     assert report.skipped == ("bandwidth not measured on GPU 0 (NVIDIA H200): RuntimeError: CUDA out of memory. "
                               "Tried to allocate 1.00 GiB")
+    assert len(report.gemm) == 1  # the GEMM rate is still measured
+
+
+def test_a_failed_gemm_keeps_the_bandwidth_and_names_the_gpu(modules: Callable[..., None]) -> None:
+    def cublas_fails(a: object, b: object, out: object) -> None:
+        raise RuntimeError("CUDA error: CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx`")
+    modules(fake_torch([H200], Clock({}), matmul=cublas_fails), None)
+    report = probe()
+    assert len(report.bandwidth) == 1 and report.gemm == ()
+    assert report.skipped == ("GEMM rate not measured on GPU 0 (NVIDIA H200): RuntimeError: CUDA error: "
+                              "CUBLAS_STATUS_EXECUTION_FAILED when calling `cublasGemmEx`")
 
 
 def full_report() -> ProbeReport:
     gpu = GpuFacts(0, "NVIDIA H200", "9.0", 143771, "570.124.06", "12.8", 1980, 2619, 700.0)
     measured = BandwidthMeasurement("NVIDIA H200", 4400.5, 4390.0, GIB, 20, "sum of a 1 GiB bf16 tensor", 4300.0)
+    rate = GemmMeasurement("NVIDIA H200", 790.4, 781.0, 8192, 8192, 8192, 20, "bf16 matmul (8192x8192)@(8192x8192)")
     return ProbeReport((gpu, GpuFacts(1, "NVIDIA H200", "9.0", 143771, None, None, None, None, None)),
-                       (measured,), "torch 2.11.0+cu128", None, 1.25)
+                       (measured,), "torch 2.11.0+cu128", None, 1.25, (rate,))
 
 
 def test_report_round_trip() -> None:
@@ -225,11 +281,21 @@ def test_report_round_trip() -> None:
     assert ProbeReport.from_dict(old).bandwidth[0].copy_gb_s is None
 
 
+def test_a_report_written_before_the_gemm_rate_reads_back_without_one() -> None:
+    old = full_report().to_dict()
+    del old["gemm"]
+    report = ProbeReport.from_dict(json.loads(json.dumps(old)))
+    assert report.gemm == () and report.gemm_for("NVIDIA H200") is None
+    assert report.bandwidth == full_report().bandwidth
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda d: d["gpus"][0].pop("memory_mib"), "field 'gpus[0].memory_mib' is missing"),
     (lambda d: d["gpus"][1].update(memory_mib=12.5), "field 'gpus[1].memory_mib' must be an integer, got 12.5"),
     (lambda d: d["bandwidth"][0].update(read_gb_s="fast"), "field 'bandwidth[0].read_gb_s' must be a number, got"),
     (lambda d: d.update(skipped=3), "field 'skipped' must be a string or null, got 3"),
+    (lambda d: d["gemm"][0].pop("k"), "field 'gemm[0].k' is missing"),
+    (lambda d: d.update(gemm={}), "field 'gemm' must be a list, got {}"),
     (lambda d: d.update(gpus=None), "field 'gpus' must be a list, got None"),
 ])
 def test_from_dict_names_the_bad_field(edit: Callable[[dict[str, Any]], object], message: str) -> None:
@@ -245,6 +311,7 @@ def test_the_summary_for_a_person() -> None:
         "max memory clock 2619 MHz, power limit 700 W",
         "GPU 1: NVIDIA H200, SM 9.0, 143,771 MiB",
         "NVIDIA H200: read 4,400 GB/s (median 4,390), copy 4,300 GB/s; sum of a 1 GiB bf16 tensor",
+        "NVIDIA H200: bf16 matmul 790 TFLOP/s (median 781); bf16 matmul (8192x8192)@(8192x8192)",
         "via torch 2.11.0+cu128 in 1.2 s",
     ]
 
@@ -311,7 +378,7 @@ def test_the_report_the_probe_process_prints_is_read_back(tmp_path: Path) -> Non
 @pytest.mark.skipif(shutil.which("nvidia-smi") is not None, reason="this host has GPUs: the probe measures them")
 def test_this_machine_no_gpu_gives_a_skipped_report_with_the_reason() -> None:
     report = probe_in_subprocess(timeout=120)
-    assert report.gpus == () and report.bandwidth == ()
+    assert report.gpus == () and report.bandwidth == () and report.gemm == ()
     assert report.skipped is not None and report.skipped.startswith(("no torch", "no GPU")), report.skipped
 
 
