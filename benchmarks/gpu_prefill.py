@@ -78,12 +78,6 @@ def prefill_flops(shape: llama.Shape, tokens: int) -> PrefillFlops:
     return PrefillFlops(linear=linear, attention=attention)
 
 
-def simulator_flops(shape: llama.Shape, tokens: int) -> int:
-    """What the simulator counts for the same prefill: 2 x N x (layers' matrices + LM head), no attention
-    (simulator/engine/roofline.py: flops_per_token x tokens)."""
-    return 2 * tokens * (shape.layers * layer_matrix_params(shape) + shape.hidden * shape.vocab)
-
-
 def layer_gemm_shapes(shape: llama.Shape, tokens: int) -> dict[str, tuple[int, int, int]]:
     """(m, n, k) of each GEMM a prefill layer runs on `tokens` tokens: (N x k) @ (k x n)."""
     q, kv, h, i = shape.heads * shape.head_dim, shape.kv_heads * shape.head_dim, shape.hidden, shape.intermediate
@@ -324,12 +318,10 @@ def prefill_row(shape: llama.Shape, tokens: int, ms: dict[str, list[float]], pea
         "issue_per_layer_s": statistics.median(ms["issue"]) / 1e3 / shape.layers if ms["issue"] else None,
         "flops_linear": flops.linear, "flops_attention": flops.attention, "flops": flops.total,
         "tflops_eager": flops.total / eager_s / 1e12, "tflops_graph": flops.total / graph_s / 1e12 if graph_s else None,
-        "simulator_flops": simulator_flops(shape, tokens),
         "launch_per_layer_s": (eager_s - graph_s) / shape.layers if graph_s else None,
     }
     if peak:
         row["mfu"] = flops.total / timed_s / 1e12 / peak
-        row["simulator_mfu"] = row["simulator_flops"] / timed_s / 1e12 / peak
     return row | gemm_part(flops, graph_s, ms.get("gemms", []), peak)
 
 

@@ -42,7 +42,7 @@ from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import METRICS, Direction
 from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
-from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_values
+from pytest_sglang_perf.measurement.values import BOOT_METRICS, measures_prefill, metric_values
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.result import Result
@@ -90,18 +90,20 @@ class CellSamples:
 
     @classmethod
     def from_samples(cls, test_id: str, variant: str, simulated: bool, samples: Sequence[Sample],
-                     prompt_hash: str | None = None, *, streams: int = 1, slo: Slo | None = None) -> CellSamples:
-        values = {name: found for name, found in metric_values(samples, None, None, slo).items()
+                     prompt_hash: str | None = None, *, streams: int = 1, slo: Slo | None = None,
+                     prefill: bool = False) -> CellSamples:
+        values = {name: found for name, found in metric_values(samples, None, None, slo, prefill=prefill).items()
                   if name not in BOOT_METRICS}
         return cls(test_id, variant, simulated, values, prompt_hash, streams)
 
     @classmethod
     def from_result(cls, test_id: str, result: Result, more: Sequence[Result] = ()) -> CellSamples:
         """A session's measurement (session.results[(test_id, variant)]), and its re-measures on further boots."""
+        prefill = measures_prefill(result.params.prompt_tokens, result.params.prefix_cache)
         first = cls.from_samples(test_id, result.variant, result.simulated, result.samples, result.prompt_hash,
-                                 streams=result.params.concurrency, slo=result.params.slo)
+                                 streams=result.params.concurrency, slo=result.params.slo, prefill=prefill)
         later = tuple(cls.from_samples(test_id, again.variant, again.simulated, again.samples,
-                                       streams=again.params.concurrency, slo=again.params.slo).values
+                                       streams=again.params.concurrency, slo=again.params.slo, prefill=prefill).values
                       for again in more)
         return replace(first, more_boots=later)
 
@@ -116,19 +118,21 @@ class CellSamples:
             raise ValueError("'simulated' must be true or false and 'samples' a list")
         if prompt_hash is not None and not isinstance(prompt_hash, str):
             raise ValueError("'prompt_hash' must be a string or null")
-        streams, slo = _load(data.get("params"))
-        return cls.from_samples(test_id, variant, simulated, _samples(samples), prompt_hash, streams=streams, slo=slo)
+        streams, slo, prefill = _load(data.get("params"))
+        return cls.from_samples(test_id, variant, simulated, _samples(samples), prompt_hash, streams=streams, slo=slo,
+                                prefill=prefill)
 
 
-def _load(params: object) -> tuple[int, Slo | None]:
-    """A results cell's concurrency and SLO from its `params` (absent: one stream, no SLO)."""
+def _load(params: object) -> tuple[int, Slo | None, bool]:
+    """A results cell's concurrency, SLO and whether it measured prefill, from its `params` (absent: one stream, no
+    SLO, no prefill)."""
     if not isinstance(params, Mapping):
-        return 1, None
+        return 1, None, False
     try:
         settings = RequestSettings.from_dict(params)
     except (KeyError, TypeError) as exc:
         raise ValueError(f"'params' is not a request's settings: {exc}") from None
-    return settings.concurrency, settings.slo
+    return settings.concurrency, settings.slo, measures_prefill(settings.prompt_tokens, settings.prefix_cache)
 
 
 def _samples(raw: Sequence[Any]) -> list[Sample]:

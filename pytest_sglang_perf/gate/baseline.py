@@ -19,7 +19,7 @@ from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.request import RequestSettings
 from pytest_sglang_perf.measurement.samples import Sample
 from pytest_sglang_perf.measurement.stats import Summary
-from pytest_sglang_perf.measurement.values import metric_values
+from pytest_sglang_perf.measurement.values import measures_prefill, metric_values
 
 SCHEMA_VERSION = 2
 """The schema this version writes. 2 added each entry's `source` (how it came to be: recorded or accepted)."""
@@ -102,7 +102,8 @@ class BaselineEntry:
         start = 0
         for boot in self.boot_records():
             values = metric_values(self.samples[start:start + boot.samples], boot.boot_seconds,
-                                   boot.graph_capture_seconds, objectives)
+                                   boot.graph_capture_seconds, objectives,
+                                   prefill=measures_prefill(self.params.prompt_tokens, self.params.prefix_cache))
             start += boot.samples
             for name, found in values.items():
                 grouped.setdefault(name, []).append(list(found))

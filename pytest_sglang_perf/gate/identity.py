@@ -54,12 +54,15 @@ class CellIdentity:
     concurrency: int = 1
     """Streams sent at once (measurement/concurrency.py): batched decode is another thing than one stream's. The
     SLO is not part of the identity: goodput is recomputed from the baseline's samples under the run's SLO."""
+    prompt_tokens: int | None = None
+    """`measure(prompt_tokens=N)`: the prompt's exact length by the server's own count (docs/prefill.md); None for a
+    prompt of the test's own."""
 
     @classmethod
     def of(cls, prompt_hash: str, request: RequestSettings, server: ServerIdentity) -> CellIdentity:
         return cls(prompt_hash, request.max_tokens, request.temperature, request.seed, request.ignore_eos,
                    server.model, server.model_config, server.gpus, MappingProxyType(dict(server.args)),
-                   request.prefix_cache, request.concurrency)
+                   request.prefix_cache, request.concurrency, request.prompt_tokens)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -67,6 +70,7 @@ class CellIdentity:
             "seed": self.seed, "ignore_eos": self.ignore_eos, "prefix_cache": self.prefix_cache,
             "model": self.model, "model_config": self.model_config, "gpus": self.gpus, "args": dict(self.args),
             **({"concurrency": self.concurrency} if self.concurrency != 1 else {}),
+            **({"prompt_tokens": self.prompt_tokens} if self.prompt_tokens is not None else {}),
         }
 
     @classmethod
@@ -83,6 +87,7 @@ class CellIdentity:
             args=MappingProxyType(dict(args)),
             prefix_cache=_typed(data, "prefix_cache", str) if "prefix_cache" in data else UNKNOWN,
             concurrency=_typed(data, "concurrency", int) if "concurrency" in data else 1,
+            prompt_tokens=_typed(data, "prompt_tokens", int) if data.get("prompt_tokens") is not None else None,
         )
 
 
@@ -95,7 +100,7 @@ def _typed(data: Mapping[str, Any], key: str, kind: Any) -> Any:
 
 _FIELDS: tuple[tuple[str, str], ...] = (
     ("max_tokens", "max_tokens"), ("temperature", "temperature"), ("seed", "seed"), ("ignore_eos", "ignore_eos"),
-    ("model", "model"), ("gpus", "GPUs"), ("concurrency", "concurrency"),
+    ("model", "model"), ("gpus", "GPUs"), ("concurrency", "concurrency"), ("prompt_tokens", "prompt_tokens"),
 )
 
 
@@ -133,6 +138,8 @@ def _prefix_cache_change(old: str, new: str) -> str:
 
 
 def _text(value: object) -> str:
+    if value is None:
+        return "none"
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)

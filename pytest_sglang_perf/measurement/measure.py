@@ -19,7 +19,7 @@ from pytest_sglang_perf.measurement.prefix_cache import COLD, WARM, cold_cache_p
 from pytest_sglang_perf.measurement.request import RequestParams
 from pytest_sglang_perf.measurement.result import BootFacts, Result
 from pytest_sglang_perf.measurement.stats import Summary, percentile
-from pytest_sglang_perf.measurement.values import metric_values, result_coverage
+from pytest_sglang_perf.measurement.values import measures_prefill, metric_values, result_coverage
 
 if TYPE_CHECKING:
     from pytest_sglang_perf.measurement.client import ChatRequest, StreamRecord
@@ -56,7 +56,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
     samples = tuple(record.sample for record in records)
     gaps = _chunk_gaps(records)
     values = metric_values(samples, boot_seconds, None if startup is None else startup.graph_capture_seconds,
-                           params.slo, prefill=params.prompt_tokens is not None and params.prefix_cache == COLD)
+                           params.slo, prefill=measures_prefill(params.prompt_tokens, params.prefix_cache))
     return Result(
         variant=variant, params=params, prompt_hash=prompt_hash(params), samples=samples,
         summaries={name: Summary.of(v) for name, v in values.items()}, boot_seconds=boot_seconds,

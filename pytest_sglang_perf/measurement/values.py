@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from pytest_sglang_perf.measurement.concurrency import Slo, round_values
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER, PREFILL
+from pytest_sglang_perf.measurement.prefix_cache import COLD
 from pytest_sglang_perf.measurement.samples import Sample
 
 BOOT_METRICS = ("boot_seconds", "graph_capture_seconds")
@@ -54,6 +55,12 @@ def metric_values(samples: Sequence[Sample], boot_seconds: float | None,
     if graph_capture_seconds is not None:
         values["graph_capture_seconds"] = (graph_capture_seconds,)
     return values
+
+
+def measures_prefill(prompt_tokens: int | None, prefix_cache: str) -> bool:
+    """Whether a measurement's samples define prefill_throughput: a cold measurement of exact prompt length (every
+    reader of samples, the gate's and the plots' included, decides it from the request's settings alike)."""
+    return prompt_tokens is not None and prefix_cache == COLD
 
 
 def prefill_rate(sample: Sample) -> float | None:

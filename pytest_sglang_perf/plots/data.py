@@ -21,7 +21,7 @@ from pytest_sglang_perf.gate.statistics import log_difference
 from pytest_sglang_perf.gate.student_t import t_quantile
 from pytest_sglang_perf.measurement.metrics import GATED_ORDER, METRICS
 from pytest_sglang_perf.measurement.samples import Sample
-from pytest_sglang_perf.measurement.values import BOOT_METRICS, metric_values
+from pytest_sglang_perf.measurement.values import BOOT_METRICS, measures_prefill, metric_values
 
 REQUEST_METRICS = tuple(name for name in GATED_ORDER if name not in BOOT_METRICS)
 """The per-request metrics, in the gate's order: the ones with samples to draw an interval from."""
@@ -154,9 +154,12 @@ def unit(metric: str, cells: Sequence[Mapping[str, Any] | None] = ()) -> str:
 def cell_values(cell: Mapping[str, Any]) -> dict[str, tuple[float, ...]]:
     """Each request metric's per-request values of a results cell (its `samples`); ValueError on a bad sample."""
     raw = cell.get("samples") or []
+    params = cell.get("params")
+    prefill = isinstance(params, Mapping) and measures_prefill(params.get("prompt_tokens"),
+                                                               str(params.get("prefix_cache", "")))
     try:
         samples = [Sample.from_dict(item) for item in raw]
-        return metric_values(samples, None, None)
+        return metric_values(samples, None, None, prefill=prefill)
     except (KeyError, TypeError, ValueError, ZeroDivisionError) as exc:
         where = f"{cell.get('test_id')} [{cell.get('variant')}]"
         raise ValueError(f"cell {where} has a malformed sample ({type(exc).__name__}: {exc})") from None

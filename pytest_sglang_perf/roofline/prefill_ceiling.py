@@ -24,7 +24,7 @@ from pytest_sglang_perf.roofline.prefill_flops import PrefillFlops
 RATE_SOURCES = ("measured", "datasheet", "simulated")
 GEMM_EFFICIENCY = 0.80
 """The share of the datasheet dense bf16 peak a large bf16 GEMM reaches, for a GPU the probe did not measure
-(docs/prefill-calibration.md: the H200's measured rate over its 989 TFLOP/s; other GPUs assumed alike)."""
+(docs/prefill-calibration.md: the probe's 790-799 TFLOP/s on an H100, of its 989; other GPUs assumed alike)."""
 COMPUTE_BOUND = 0.5
 """At or above this share of the ceiling, prefill is called compute-bound: a prefill graph removes launches, which
 are then a small part of the time."""

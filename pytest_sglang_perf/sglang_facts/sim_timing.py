@@ -42,7 +42,11 @@ class SimTiming:
     eager_launch_per_layer_s: float
     """Kernel launches of one layer of one decode forward without a CUDA graph (on top of the kernels)."""
     prefill_launch_per_layer_s: float
-    """Kernel launches of one layer of a prefill (extend) forward run eagerly."""
+    """The host's time to issue one layer of a prefill (extend) forward run eagerly (it overlaps the GPU's work)."""
+    prefill_kernels_per_layer_s: float
+    """The GPU's time for one layer of a prefill beyond its GEMMs' roofline: norms, RoPE, attention, activations."""
+    prefill_overlap_power: float
+    """p of the soft maximum (GPU time^p + host issue time^p)^(1/p) an eager prefill step takes."""
     prefill_graph_launch_share: tuple[tuple[str, float], ...]
     """Per prefill graph backend, what is left of the prefill launch cost with the prefill CUDA graph."""
     decode_mfu: float

@@ -21,9 +21,15 @@ tokens already in the KV cache costs the same roofline at prefill_mfu, with the 
     flops    = 2 * (active parameters - LM head) / tp * N     every token through every layer's GEMMs
              + 2 * LM head / tp                              logits of the last position only (SGLang's extend)
              + 4 * N * (P + N / 2) * heads * head_dim / tp   per full-attention layer: QK^T and PV, causal
-    launch   = prefill_launch_per_layer * layers             eager kernel launches, of which the prefill CUDA
-                                                              graph leaves prefill_graph_launch_share (when N fits
-                                                              its largest capture size, chunked_prefill_size)
+    gpu      = that roofline + prefill_kernels_per_layer * layers   (norms, RoPE, attention, activations)
+    host     = prefill_launch_per_layer * layers             the host's time to issue the kernels eagerly, of which
+                                                              the prefill CUDA graph leaves prefill_graph_launch_share
+                                                              (when N fits its largest size, chunked_prefill_size)
+    forward  = (gpu^p + host^p)^(1/p), p = prefill_overlap_power: the host issues while the GPU runs, so the longer
+               of the two sets the time, the other adding little once it is much shorter
+
+Measured on a plain-torch Llama-3-8B prefill on an H100 (docs/prefill-calibration.md): the host issue time, about
+11 ms a forward, matters below ~1,000 tokens and not above.
 
 A prompt longer than chunked_prefill_size is prefilled in chunks of that size, one step (and one `Prefill batch`
 line) each (batcher.py), each chunk's attention reading the chunks before it. The launch cost is the same at every
@@ -177,15 +183,18 @@ class StepCosts:
         `attention_flops`: the step's quadratic attention term (`attention_flops`, summed over its requests)."""
         tokens = max(1, new_tokens)
         flops = (self.flops_per_token - self.head_flops) * tokens + self.head_flops + attention_flops
-        target = self._roofline(self._weights(tokens), flops, TIMING.prefill_mfu)
-        launch = TIMING.prefill_launch_per_layer_s * self.num_layers
+        gpu = (self._roofline(self._weights(tokens), flops, TIMING.prefill_mfu)
+               + TIMING.prefill_kernels_per_layer_s * self.num_layers)
+        host = TIMING.prefill_launch_per_layer_s * self.num_layers
         if self.uses_prefill_graph(tokens):
-            launch *= TIMING.prefill_graph_share(self.prefill_graph_backend)
+            host *= TIMING.prefill_graph_share(self.prefill_graph_backend)
+        power = TIMING.prefill_overlap_power
+        forward = float((gpu**power + host**power) ** (1 / power))
         draft = 0.0
         if self.draft_forwards:
             draft = (self._roofline(self.draft_bytes, self.draft_flops_per_token * tokens, TIMING.prefill_mfu)
                      + TIMING.draft_overhead_s)
-        return target + self._comm(tokens) + launch + draft + TIMING.step_overhead_s
+        return forward + self._comm(tokens) + draft + TIMING.step_overhead_s
 
     def attention_flops(self, new_tokens: int, prefix_tokens: int = 0) -> float:
         """Per GPU, the causal attention of `new_tokens` queries over `prefix_tokens` cached keys and each other:

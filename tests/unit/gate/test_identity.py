@@ -47,6 +47,15 @@ def test_each_change_is_named() -> None:
     ]
 
 
+def test_an_exact_prompt_length_is_part_of_it() -> None:
+    exact = RequestSettings(max_tokens=512, temperature=0.6, seed=0, prompt_tokens=2048)
+    longer = RequestSettings(max_tokens=512, temperature=0.6, seed=0, prompt_tokens=8192)
+    assert differences(identity(request=exact), identity(request=longer)) == ["prompt_tokens 2048 -> 8192"]
+    assert differences(identity(), identity(request=exact)) == ["prompt_tokens none -> 2048"]
+    assert CellIdentity.from_dict(json.loads(json.dumps(identity(request=exact).to_dict()))).prompt_tokens == 2048
+    assert "prompt_tokens" not in identity().to_dict()  # entries of a test's own prompt read as before
+
+
 def test_an_option_without_a_known_default_reads_not_set() -> None:
     server = ServerIdentity(model="m", model_config=None, gpus="cpu", args={"--custom": "1"})
     plain = ServerIdentity(model="m", model_config=None, gpus="cpu", args={})
