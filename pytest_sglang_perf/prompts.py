@@ -98,6 +98,8 @@ def log_words(count: int) -> list[str]:
 
 
 def long_prompt(words: int, head: str = LONG_PROMPT_HEAD, padding: str = "") -> str:
-    """`head`, then the first `words` words of the weather log joined by single spaces, then `padding` (a few
-    one-token units that bring the prompt to its exact length: measurement/exact_prompt.py)."""
-    return head + " ".join(log_words(words)) + padding
+    """`head` (then a blank line, unless it ends in whitespace already), the first `words` words of the weather log
+    joined by single spaces, then `padding` (a few one-token units that bring the prompt to its exact length:
+    measurement/exact_prompt.py)."""
+    opening = head if not head or head[-1].isspace() else head + "\n\n"
+    return opening + " ".join(log_words(words)) + padding

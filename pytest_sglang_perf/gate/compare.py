@@ -16,10 +16,10 @@ from __future__ import annotations
 import enum
 import math
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from pytest_sglang_perf.gate.statistics import LogDifference, log_difference
-from pytest_sglang_perf.measurement.metrics import METRICS, Metric, metric
+from pytest_sglang_perf.measurement.metrics import METRICS, PREFILL, Metric, metric
 from pytest_sglang_perf.measurement.stats import Summary
 
 BootValues = Sequence[Sequence[float]]
@@ -238,7 +238,24 @@ def check_all(
             checks.append(check_metric(name, reference, measured[name], tolerance, policy))
         elif reference:
             checks.append(not_measured(name, reference, tolerance))
-    return tuple(checks)
+    return floored_by_ttft(tuple(checks))
+
+
+def floored_by_ttft(checks: tuple[MetricCheck, ...]) -> tuple[MetricCheck, ...]:
+    """prefill_throughput is the prompt's tokens over each request's TTFT: a change of its TTFT within ttft's floor
+    (timer and scheduler noise) never counts for it either, however large a share of a short TTFT that is."""
+    ttft = next((c for c in checks if c.metric == "ttft"), None)
+    if ttft is None or ttft.baseline is None or ttft.measured is None or \
+            abs(ttft.measured - ttft.baseline) > metric("ttft").abs_floor:
+        return checks
+    return tuple(replace(c, verdict=Verdict.OK, note=_within_ttft_floor(c)) if c.metric == PREFILL and c.verdict in (
+        Verdict.REGRESSED, Verdict.IMPROVED, Verdict.INCONCLUSIVE) else c for c in checks)
+
+
+def _within_ttft_floor(check: MetricCheck) -> str:
+    floor = metric("ttft").abs_floor
+    return (f"{PREFILL}: its TTFT moved less than ttft's floor ({floor * 1e3:g} ms)"
+            + (f"; {check.note}" if check.note else ""))
 
 
 def not_measured(name: str, baseline: BootValues, tolerance: float) -> MetricCheck:

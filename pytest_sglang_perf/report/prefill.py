@@ -3,12 +3,12 @@ length and cache mode, prefill throughput, TTFT percentiles, the server's chunks
 prefill graph ran, and where it stands against its compute ceiling (docs/prefill.md).
 
     sglang-perf prefill: prompts of exact length, cold and warm, against the compute ceiling (SIMULATED)
-    variant default: ceilings from simulated 791 TFLOP/s on NVIDIA H200 (989 TFLOP/s dense bf16 datasheet x 0.80
-      GEMM efficiency); FLOPs from model/config.json
-    test_prefill[8192] [default]: 8192 tokens, cold: 27,210 tok/s, TTFT p50 301.1 ms p99 302.0 ms; 1 chunk per
-      request, prefill graph 4/4; prefill at 61% of the compute ceiling (MFU 0.61): compute-bound; a prefill graph
+    variant default: ceilings from simulated 791 TFLOP/s on NVIDIA H200 (989 TFLOP/s dense bf16 datasheet x 0.80 GEMM
+      efficiency); FLOPs from model/config.json
+    test_prefill[8192] [default]: 8192 tokens, cold: 33,035 tok/s, TTFT p50 248.0 ms p99 248.0 ms; 1 chunk per
+      request, prefill graph 4/4; prefill at 67% of the compute ceiling (MFU 0.67): compute-bound; a prefill graph
       can gain little here
-    test_prefill_warm[8192] [default]: 8192 tokens, warm: TTFT p50 1.3 ms p99 1.4 ms; 8191 of 8192 tokens from the
+    test_prefill_cached [default]: 2048 tokens, warm: TTFT p50 8.1 ms p99 8.3 ms; 2047 of 2048 tokens from the
       prefix cache (no prefill throughput: not a cold prefill)
 
 With -v each ceiling's FLOPs follow its line. Plain Python (no pytest).
@@ -48,10 +48,14 @@ def cell_line(test_id: str, result: Result) -> str:
     rate = result.summaries.get(PREFILL)
     parts.append(f"{rate.median:,.0f} tok/s, " if rate is not None else "")
     ttft = result.percentiles.get("ttft", {})
-    parts.append(f"TTFT p50 {ttft.get('p50', 0.0) * 1e3:.1f} ms p99 {ttft.get('p99', 0.0) * 1e3:.1f} ms")
+    parts.append(f"TTFT p50 {_ms(ttft.get('p50'))} p99 {_ms(ttft.get('p99'))}")
     parts.append(_server_part(result))
     parts.append(_ceiling_part(result))
     return "".join(parts)
+
+
+def _ms(seconds: float | None) -> str:
+    return "-" if seconds is None else f"{seconds * 1e3:.1f} ms"
 
 
 def _server_part(result: Result) -> str:

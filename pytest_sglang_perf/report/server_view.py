@@ -21,10 +21,13 @@ from pytest_sglang_perf.wrapping import wrap_lines
 
 
 def server_view_lines(results: Iterable[tuple[str, Result]], *, simulated: bool, verbose: bool = False) -> list[str]:
-    """The section's lines for (test id, result) pairs in run order; empty when no cell is shown."""
+    """The section's lines for (test id, result) pairs in run order; empty when no cell is shown. A cell whose
+    server logged no decode window (a prefill cell's few tokens; its prefill steps are the prefill section's) is
+    shown only for what it found."""
     shown = [(test_id, result, result.server) for test_id, result in results
-             if result.server is not None and (verbose or result.server.findings or result.server.accept_len
-                                               or result.server.metrics_accept_len)]
+             if result.server is not None and (result.server.findings or result.server.accept_len
+                                               or result.server.metrics_accept_len
+                                               or (verbose and result.server.windows))]
     if not shown:
         return []
     label = " (SIMULATED)" if simulated else ""

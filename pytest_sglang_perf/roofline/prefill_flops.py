@@ -15,8 +15,10 @@ C tokens (`chunked_prefill_size`; the whole prompt when C is 0 or larger than N)
 The parameter counts are sglang_facts/model_sizes.py's, from config.json (the same the simulator's timing model
 uses): attention and MLP projections, routed experts at top-k, the LM head. Norms, rotary embeddings, the softmax,
 activations and sampling are left out: elementwise, well under 1% of the FLOPs at any length worth a ceiling.
-Linear-attention and sliding-window layers are counted as linear only (no quadratic term): the count is then a
-floor, never an overstatement.
+The quadratic term counts the layers model_sizes.py counts as holding a KV cache (`num_kv_layers`): a config whose
+`layer_types` names its linear-attention or sliding-window layers has them left out (their attention is linear in N
+or bounded by the window: a floor); a config that sets only `sliding_window` (Mistral-style) has every layer
+counted as full attention, which overstates a long prompt's FLOPs.
 """
 
 from __future__ import annotations

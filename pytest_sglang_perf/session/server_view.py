@@ -8,6 +8,7 @@ from dataclasses import dataclass, replace
 
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.server_view import ServerView, findings, server_view
+from pytest_sglang_perf.measurement.values import measures_prefill
 from pytest_sglang_perf.server.batch_lines import decode_windows, prefill_view
 from pytest_sglang_perf.server.metrics_scrape import accept_length, scrape
 from pytest_sglang_perf.session.variant_run import VariantRun
@@ -52,7 +53,8 @@ def with_server_view(run: VariantRun, start: Before, result: Result) -> Result:
     captured = None if run.startup is None else run.startup.captured_decode_bs
     view = server_view(decode_windows(text), captured) if text else None
     sent = (result.measured + result.params.warmup) * result.params.concurrency
-    prefill = prefill_view(text, sent) if text else None
+    measured_prefill = measures_prefill(result.params.prompt_tokens, result.params.prefix_cache)
+    prefill = prefill_view(text, sent) if text and measured_prefill else None
     metrics = accept_length(start.counters, scrape(run.server.base_url, run.server.plan.api_key)
                             if start.counters is not None else None)
     if view is None and metrics is None and prefill is None:

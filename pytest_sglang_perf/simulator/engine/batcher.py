@@ -199,7 +199,7 @@ class Batcher:
         what the radix cache holds of a prompt is not prefilled); with chunked prefill, the request that does not
         fit whole is cut to the budget left and continues in the next steps."""
         chunking = self.chunk_size > 0
-        budget = self.chunk_size if chunking else self.max_prefill_tokens
+        budget = min(self.chunk_size, self.max_prefill_tokens) if chunking else self.max_prefill_tokens
         admitted: list[_Chunk] = []
         if self._chunked is not None:
             ticket = self._chunked
@@ -226,7 +226,10 @@ class Batcher:
                                           len(self._waiting), graph, self.clock, cached_tokens))
         factor = fmean(chunk.ticket.jitter for chunk in admitted) * self.slow_factor
         attention = sum(self.pacing.costs.attention_flops(chunk.tokens, chunk.prefix) for chunk in admitted)
-        seconds = self.pacing.prefill(new_tokens, factor, cached_tokens, attention)
+        finishing = sum(1 for chunk in admitted if chunk.tokens == chunk.ticket.unprefilled)
+        # --sim-ttft prices a whole prompt: a chunk takes its share (what this step does not compute counts as read)
+        elsewhere = sum(chunk.ticket.prompt_tokens - chunk.tokens for chunk in admitted)
+        seconds = self.pacing.prefill(new_tokens, factor, elsewhere, attention, finishing)
         return _Step(self.clock + seconds, graph, prefill=admitted)
 
     def _decode_step(self) -> _Step:
@@ -250,7 +253,8 @@ class Batcher:
         for chunk in step.prefill:
             ticket = chunk.ticket
             ticket.prefilled += chunk.tokens
-            if ticket.unprefilled > 0:
+            if ticket.unprefilled > 0:  # SGLang caches a chunked request's computed part: a later prompt may hit it
+                self.cache.insert(ticket.prompt_ids[:ticket.cached_tokens + ticket.prefilled])
                 self._chunked = ticket
                 continue
             self.cache.insert(ticket.prompt_ids)

@@ -178,11 +178,12 @@ class StepCosts:
 
     # -- prefill -----------------------------------------------------------------------------------
 
-    def prefill(self, new_tokens: int, attention_flops: float = 0.0) -> float:
+    def prefill(self, new_tokens: int, attention_flops: float = 0.0, finishing: int = 1) -> float:
         """Seconds for one prefill (extend) forward over `new_tokens` tokens, the draft's included;
-        `attention_flops`: the step's quadratic attention term (`attention_flops`, summed over its requests)."""
+        `attention_flops`: the step's quadratic attention term (`attention_flops`, summed over its requests);
+        `finishing`: the requests whose prompt ends in this step, each computing its last position's logits."""
         tokens = max(1, new_tokens)
-        flops = (self.flops_per_token - self.head_flops) * tokens + self.head_flops + attention_flops
+        flops = (self.flops_per_token - self.head_flops) * tokens + self.head_flops * finishing + attention_flops
         gpu = (self._roofline(self._weights(tokens), flops, TIMING.prefill_mfu)
                + TIMING.prefill_kernels_per_layer_s * self.num_layers)
         host = TIMING.prefill_launch_per_layer_s * self.num_layers

@@ -149,12 +149,13 @@ class Pacing:
         return self.costs.decode_step(batch, context) * self.decode_scale * self.time_scale * factor
 
     def prefill(self, new_tokens: int, factor: float = 1.0, cached_tokens: int = 0,
-                attention_flops: float = 0.0) -> float:
-        """One prefill step computing `new_tokens` (`cached_tokens` more came from the radix cache or earlier chunks;
-        `attention_flops`: the step's attention term, StepCosts.attention_flops). --sim-ttft is the prefill of a
-        prompt with nothing cached: a partly cached one takes the computed share of it."""
+                attention_flops: float = 0.0, finishing: int = 1) -> float:
+        """One prefill step computing `new_tokens` (`cached_tokens` more of its prompts are not computed in it: read
+        from the radix cache, or other chunks'; `attention_flops`: the step's attention term,
+        StepCosts.attention_flops; `finishing`: requests whose last chunk it is, each computing its logits).
+        --sim-ttft is the prefill of a prompt with nothing cached: a step takes the computed share of it."""
         if self.ttft is None:
-            seconds = self.costs.prefill(new_tokens, attention_flops)
+            seconds = self.costs.prefill(new_tokens, attention_flops, finishing)
         else:
             seconds = self.ttft * new_tokens / max(1, new_tokens + cached_tokens)
         return seconds * self.time_scale * factor

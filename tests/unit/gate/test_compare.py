@@ -200,3 +200,19 @@ def test_worst_orders_severity() -> None:
     assert worst([Verdict.UPDATED, Verdict.OK]) is Verdict.UPDATED
     assert worst([Verdict.UPDATED, Verdict.IMPROVED]) is Verdict.IMPROVED
     assert worst([]) is Verdict.OK
+
+
+def test_prefill_throughput_keeps_ttfts_floor() -> None:
+    """A short prompt's TTFT 10.0 -> 11.5 ms is within ttft's 2 ms floor: prefill_throughput (-13%) is not a
+    regression either; 10 -> 14 ms is, for both."""
+
+    def cell(ttft_ms: float) -> dict[str, list[float]]:
+        times = [ttft_ms * (1 + 0.001 * k) / 1e3 for k in range(8)]
+        return {"ttft": times, "prefill_throughput": [512 / t for t in times]}
+
+    base = {name: [values] for name, values in cell(10.0).items()}
+    near = {c.metric: c for c in check_all(cell(11.5), base, {})}
+    assert near["ttft"].verdict is Verdict.OK
+    assert near["prefill_throughput"].verdict is Verdict.OK and "floor (2 ms)" in str(near["prefill_throughput"].note)
+    far = {c.metric: c for c in check_all(cell(14.0), base, {})}
+    assert far["ttft"].verdict is far["prefill_throughput"].verdict is Verdict.REGRESSED

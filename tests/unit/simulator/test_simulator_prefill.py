@@ -5,6 +5,7 @@ quadratically with the prompt, and the prefill graph removes launch cost that ma
 
 from __future__ import annotations
 
+import asyncio
 import io
 import re
 from typing import Any
@@ -102,3 +103,43 @@ def test_the_prefill_graph_shortens_a_short_prefill_and_hardly_a_long_one() -> N
     assert gain(512) > 0.05
     assert 0 < gain(8192) < 0.01
     assert graph.prefill(8192, graph.attention_flops(8192)) > 10 * graph.prefill(512, graph.attention_flops(512))
+
+
+def _drive(engine: SimEngine, prompts: list[int]) -> list[float]:
+    """Submit one request per prompt length at once (distinct token ids) and wait for each one's first token: the
+    loop seconds from submission to each."""
+    async def main() -> list[float]:
+        engine.start()
+        try:
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            tickets = [engine.batcher.submit((1, 1), tokens, prompt_ids=tuple(range(k * 10**6, k * 10**6 + tokens)))
+                       for k, tokens in enumerate(prompts)]
+            firsts = []
+            for ticket in tickets:
+                while ticket.done_steps == 0:
+                    await ticket.progressed()
+                firsts.append(ticket.step_times[0] - start)
+            return firsts
+        finally:
+            await engine.stop()
+
+    return asyncio.run(main())
+
+
+def test_sim_ttft_prices_a_chunked_prompt_once() -> None:
+    stream = io.StringIO()
+    knobs = Knobs(decode_tok_s=100_000, ttft=0.1, boot_seconds=0.0, noise=0.0)
+    engine = make_engine(LLAMA_1B, "--chunked-prefill-size", "256", knobs=knobs,
+                         log=SimLogger(stream=stream, access_stream=io.StringIO()))
+    [first] = _drive(engine, [1024])
+    assert first == pytest.approx(0.1 * engine.pacing.time_scale, rel=0.2)  # 4 chunks, one TTFT in all
+    assert len(_PREFILL.findall(stream.getvalue())) == 4
+
+
+def test_a_request_arriving_with_a_chunked_one_fills_the_last_chunks_budget() -> None:
+    engine, log = _engine("--chunked-prefill-size", "256")
+    firsts = _drive(engine, [600, 100])
+    lines = [(int(seqs), int(new)) for seqs, new, _ in _PREFILL.findall(log.getvalue())]
+    assert lines == [(1, 256), (1, 256), (2, 88 + 100)]
+    assert firsts[0] == pytest.approx(firsts[1])  # both answer after the step that finished them
