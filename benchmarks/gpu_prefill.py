@@ -43,7 +43,9 @@ from gpu_validate import LLAMA, TINY  # noqa: E402
 
 from pytest_sglang_perf.hardware import gemm  # noqa: E402
 from pytest_sglang_perf.hardware.probe import probe_in_subprocess  # noqa: E402
+from pytest_sglang_perf.roofline.prefill_flops import prefill_flops as count_prefill_flops  # noqa: E402
 from pytest_sglang_perf.sglang_facts.gpus import GpuTableError, find_gpu  # noqa: E402
+from pytest_sglang_perf.sglang_facts.model_sizes import model_config_from_dict  # noqa: E402
 
 TOKENS = (128, 256, 512, 1024, 2048, 4096, 8192, 16384)
 TINY_TOKENS = (16, 64)
@@ -72,10 +74,15 @@ def layer_matrix_params(shape: llama.Shape) -> int:
 
 
 def prefill_flops(shape: llama.Shape, tokens: int) -> PrefillFlops:
-    """FLOPs of one prefill of `tokens` new tokens over an empty cache, logits for the last token only."""
-    linear = 2 * tokens * shape.layers * layer_matrix_params(shape) + 2 * shape.hidden * shape.vocab
-    attention = shape.layers * 2 * tokens * tokens * shape.heads * shape.head_dim
-    return PrefillFlops(linear=linear, attention=attention)
+    """FLOPs of one prefill of `tokens` new tokens over an empty cache, logits for the last token only: the plugin's
+    own count (roofline/prefill_flops.py, what the compute ceiling and the simulator use) of this shape."""
+    config = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": shape.hidden,
+              "num_hidden_layers": shape.layers, "num_attention_heads": shape.heads,
+              "num_key_value_heads": shape.kv_heads, "head_dim": shape.head_dim,
+              "intermediate_size": shape.intermediate, "vocab_size": shape.vocab,
+              "tie_word_embeddings": shape.tied, "torch_dtype": "bfloat16"}
+    counted = count_prefill_flops(model_config_from_dict("benchmark shape", config), tokens)
+    return PrefillFlops(linear=round(counted.linear + counted.head), attention=round(counted.attention))
 
 
 def layer_gemm_shapes(shape: llama.Shape, tokens: int) -> dict[str, tuple[int, int, int]]:

@@ -31,7 +31,7 @@ from pytest_sglang_perf.gate.store import BaselineStore
 from pytest_sglang_perf.measurement.concurrency import Slo
 from pytest_sglang_perf.measurement.metrics import metric
 from pytest_sglang_perf.measurement.result import Result
-from pytest_sglang_perf.measurement.values import BOOT_METRICS, result_coverage
+from pytest_sglang_perf.measurement.values import BOOT_METRICS, measures_prefill, result_coverage
 
 EARLY_STOP_SHARE = 1 / 3
 """The adaptive plan stops early on a change only at this share of the policy's alpha: every look at growing data
@@ -208,7 +208,8 @@ def settled(name: str, values: Sequence[float], reference: BootValues | None, to
 def with_coverage(checks: Sequence[MetricCheck], result: Result) -> tuple[MetricCheck, ...]:
     """Each check with a note when some of the result's samples could not define its metric (none is dropped),
     or when none did and the metric is not measured (Result.coverage)."""
-    coverage = result.coverage if result.coverage is not None else result_coverage(result.samples)
+    coverage = result.coverage if result.coverage is not None else result_coverage(
+        result.samples, measures_prefill(result.params.prompt_tokens, result.params.prefix_cache))
     out = []
     for check in checks:
         cover = coverage.get(check.metric)

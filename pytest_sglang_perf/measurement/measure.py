@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.measurement.client_load import ClientLoad, combined
 from pytest_sglang_perf.measurement.concurrency import latency_percentiles
-from pytest_sglang_perf.measurement.metrics import PREFILL
 from pytest_sglang_perf.measurement.prefix_cache import COLD, WARM, cold_cache_problem
 from pytest_sglang_perf.measurement.request import RequestParams
 from pytest_sglang_perf.measurement.result import BootFacts, Result
@@ -55,8 +54,9 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
         raise ValueError(f"no requests were measured for variant {variant!r}: repeats must be at least 1")
     samples = tuple(record.sample for record in records)
     gaps = _chunk_gaps(records)
+    prefill = measures_prefill(params.prompt_tokens, params.prefix_cache)
     values = metric_values(samples, boot_seconds, None if startup is None else startup.graph_capture_seconds,
-                           params.slo, prefill=measures_prefill(params.prompt_tokens, params.prefix_cache))
+                           params.slo, prefill=prefill)
     return Result(
         variant=variant, params=params, prompt_hash=prompt_hash(params), samples=samples,
         summaries={name: Summary.of(v) for name, v in values.items()}, boot_seconds=boot_seconds,
@@ -65,8 +65,7 @@ def build_result(records: Sequence[StreamRecord], *, variant: str, params: Reque
         itl_p99=percentile(gaps, 99) if gaps else None,
         values=values,
         percentiles=latency_percentiles(samples, gaps),
-        coverage={name: found for name, found in result_coverage(samples).items()
-                  if not (name == PREFILL and name in values)},  # Sample.metrics() alone never defines it
+        coverage=result_coverage(samples, prefill),
     )
 
 

@@ -42,10 +42,7 @@ def metric_values(samples: Sequence[Sample], boot_seconds: float | None,
     """Each request metric (in GATED_ORDER) over the samples that define it, then the boot costs that are known.
     A concurrent measurement's throughputs are one value per round, and an SLO adds goodput (concurrency.py);
     `prefill` (a cold measurement of exact prompt length) adds prefill_throughput."""
-    per_sample = [sample.metrics() for sample in samples]
-    if prefill:
-        per_sample = [{**found, PREFILL: rate} if (rate := prefill_rate(sample)) is not None else found
-                      for sample, found in zip(samples, per_sample, strict=True)]
+    per_sample = sample_metrics(samples, prefill)
     by_round = round_values(samples, slo)
     values = {name: by_round[name] if name in by_round else tuple(m[name] for m in per_sample if name in m)
               for name in GATED_ORDER if name not in BOOT_METRICS}
@@ -55,6 +52,15 @@ def metric_values(samples: Sequence[Sample], boot_seconds: float | None,
     if graph_capture_seconds is not None:
         values["graph_capture_seconds"] = (graph_capture_seconds,)
     return values
+
+
+def sample_metrics(samples: Sequence[Sample], prefill: bool = False) -> list[dict[str, float]]:
+    """Each sample's request metrics (Sample.metrics), with its prefill_throughput when `prefill`."""
+    per_sample = [sample.metrics() for sample in samples]
+    if not prefill:
+        return per_sample
+    return [{**found, PREFILL: rate} if (rate := prefill_rate(sample)) is not None else found
+            for sample, found in zip(samples, per_sample, strict=True)]
 
 
 def measures_prefill(prompt_tokens: int | None, prefix_cache: str) -> bool:
@@ -69,11 +75,11 @@ def prefill_rate(sample: Sample) -> float | None:
     return computed / sample.ttft if sample.ttft > 0 and computed > 0 else None
 
 
-def metric_coverage(samples: Sequence[Sample]) -> dict[str, Coverage]:
+def metric_coverage(samples: Sequence[Sample], prefill: bool = False) -> dict[str, Coverage]:
     """The request metrics that some samples could not define (empty when every sample defined every metric that
     any sample defined). A metric that no sample defines, such as accept_length without speculative decoding,
     is not listed: it was not measured at all, which the comparison with a baseline reports."""
-    per_sample = [sample.metrics() for sample in samples]
+    per_sample = sample_metrics(samples, prefill)
     out: dict[str, Coverage] = {}
     for name in GATED_ORDER:
         having = [name in m for m in per_sample]
@@ -89,11 +95,11 @@ def missing_coverage(samples: Sequence[Sample], name: str) -> Coverage:
     return Coverage(0, len(samples), tuple(f"{n} {why}" for why, n in reasons.items()))
 
 
-def result_coverage(samples: Sequence[Sample]) -> dict[str, Coverage]:
+def result_coverage(samples: Sequence[Sample], prefill: bool = False) -> dict[str, Coverage]:
     """What a result carries for its checks' notes: metric_coverage's partly defined metrics, and every other
     request metric that no sample defined (missing_coverage), for a check that finds it not measured."""
-    partial = metric_coverage(samples)
-    defined = {name for sample in samples for name in sample.metrics()}
+    partial = metric_coverage(samples, prefill)
+    defined = {name for found in sample_metrics(samples, prefill) for name in found}
     return {name: partial[name] if name in partial else missing_coverage(samples, name)
             for name in GATED_ORDER if name not in BOOT_METRICS and (name in partial or name not in defined)}
 
@@ -107,6 +113,5 @@ def why_undefined(sample: Sample, name: str) -> str:
     if name == "accept_length":
         return "had no speculative stats"
     if name == PREFILL:
-        return 'are not a cold measurement of measure(prompt_tokens=N)'
-
+        return "computed no prompt token, or are not a cold measurement of measure(prompt_tokens=N)"
     return "could not define it"

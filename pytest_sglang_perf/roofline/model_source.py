@@ -51,6 +51,18 @@ def find_model_weights(model_path: str, *, hf_cache: Path | None = None,
             "folder holding the model's config.json (and its *.safetensors for exact bytes), or download the model")
 
 
+def find_model_config(model_path: str, *, hf_cache: Path | None = None) -> Path | str:
+    """The config.json of the model at `model_path`, found as find_model_weights finds the model (a local folder, its
+    Hugging Face cache snapshot, the config this project ships for a known id); else a sentence saying why not."""
+    cache = hf_cache if hf_cache is not None else hub_cache_dir(os.environ)
+    folder = _model_folder(model_path, cache)
+    found = folder / "config.json" if folder is not None else shipped_config(model_path)
+    if found is None or not found.is_file():
+        return (f"no config.json for '{model_path}': it is not a local folder with one, not in the Hugging Face cache "
+                f"({cache}) and not a model this project ships a config for ({known_models_text()})")
+    return found
+
+
 def find_draft_weights(draft_path: str, target: WeightBytes, *, hf_cache: Path | None = None) -> WeightBytes | str:
     """`target` with the draft forwards of the separate draft model at `draft_path` (a folder or a Hugging Face id,
     found as find_model_weights finds a model): its `draft_layer`, its `draft_lm_head` (None when it reads the

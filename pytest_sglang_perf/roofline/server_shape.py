@@ -45,6 +45,14 @@ def decode_shape(info: Mapping[str, Any], *, context_tokens: int, batch: int = 1
                        attn_dp=max(1, _int(info, "attn_dp_size")), ep=max(1, _int(info, "ep_size")))
 
 
+def prefill_layout(info: Mapping[str, Any]) -> tuple[int, int]:
+    """(tp, chunked_prefill_size) of the server: the GPUs a prefill's FLOPs split over and the tokens of its largest
+    step (0: no chunking)."""
+    chunk = info.get("chunked_prefill_size")
+    return (max(1, _int(info, "tp_size")),
+            chunk if isinstance(chunk, int) and not isinstance(chunk, bool) and chunk > 0 else 0)
+
+
 def draft_model_path(info: Mapping[str, Any]) -> str | None:
     """A separate draft model's path (EAGLE / STANDALONE); None when the draft lives in the target's checkpoint
     (NEXTN / MTP layers) or the server names the target itself."""

@@ -8,21 +8,21 @@ a remote server, a model without a config.json, a GPU neither the table nor the 
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.errors import SGLangPerfError
 from pytest_sglang_perf.measurement.metrics import PREFILL
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.roofline.config_fields import model_sizes
+from pytest_sglang_perf.roofline.model_source import find_model_config
 from pytest_sglang_perf.roofline.prefill_ceiling import GEMM_EFFICIENCY, ComputeRate, PrefillCeiling
 from pytest_sglang_perf.roofline.prefill_flops import prefill_flops
+from pytest_sglang_perf.roofline.server_shape import prefill_layout
 from pytest_sglang_perf.server.model_dir import local_model_dir
 from pytest_sglang_perf.server.plan import flag_value
 from pytest_sglang_perf.session.variant_run import VariantRun
 from pytest_sglang_perf.sglang_facts.gpus import Gpu
-from pytest_sglang_perf.sglang_facts.known_models import shipped_config
 from pytest_sglang_perf.sglang_facts.model_fields import read_model_config
 
 if TYPE_CHECKING:
@@ -56,23 +56,22 @@ def prefill_ceiling(run: VariantRun, result: Result, rate: ComputeRate, root: Pa
         sizes = model_sizes(read_model_config(config), str(config))
     except (OSError, SGLangPerfError) as exc:
         return f"no prefill ceiling: cannot read the model's sizes from {config} ({exc})"
-    info = run.config.info
+    tp, chunk = prefill_layout(run.config.info)
     computed = statistics.median(s.prompt_tokens - (s.cached_tokens or 0) for s in result.samples)
-    flops = prefill_flops(sizes, int(computed), tp=max(1, _int(info, "tp_size")),
-                          chunk_size=max(0, _int(info, "chunked_prefill_size")))
+    flops = prefill_flops(sizes, int(computed), tp=tp, chunk_size=chunk)
     return PrefillCeiling(flops, rate, statistics.median(result.values[PREFILL]), str(config))
 
 
 def _config_file(run: VariantRun, root: Path, model: str) -> Path | str:
+    """The simulated model's config.json, else the served model's, found as its bytes are (roofline/model_source.py)."""
     if run.plan.model_config is not None:
         return run.plan.model_config
     model_path = flag_value(run.plan.command, "--model-path") or model
     local = local_model_dir(model_path, root)
-    found = local / "config.json" if local is not None else shipped_config(model_path)
-    if found is None:
-        return (f"no prefill ceiling: no config.json for '{model_path}' (not a local folder, not a model this "
-                "project ships a config for): its FLOPs come from the model's sizes")
-    return found
+    found = find_model_config(str(local) if local is not None else model_path)
+    if isinstance(found, Path):
+        return found
+    return f"no prefill ceiling: its FLOPs come from the model's sizes, and {found}"
 
 
 def _probed(probe: ProbeReport | None, name: str) -> ComputeRate | None:
@@ -88,7 +87,3 @@ def _table_rate(gpu: Gpu, source: str) -> ComputeRate:
     return ComputeRate(gpu.bf16_tflops * GEMM_EFFICIENCY, source, gpu.name,
                        f"{gpu.bf16_tflops:g} TFLOP/s dense bf16 datasheet x {GEMM_EFFICIENCY:.2f} GEMM efficiency")
 
-
-def _int(info: Mapping[str, Any], key: str) -> int:
-    value = info.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
