@@ -67,9 +67,11 @@ def _parser() -> argparse.ArgumentParser:
                                                                 "baseline_dir from")
     from pytest_sglang_perf.cli.baseline.command import add_baseline_parser
     from pytest_sglang_perf.cli.plot import add_plot_parser
+    from pytest_sglang_perf.cli.servers import add_servers_parsers
 
     add_baseline_parser(sub)
     add_plot_parser(sub)
+    add_servers_parsers(sub)
     return parser
 
 
@@ -261,6 +263,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from pytest_sglang_perf.cli.baseline.command import baseline_command
 
         return baseline_command(ns)
+    if ns.command in ("servers", "stop"):
+        from pytest_sglang_perf.cli.servers import servers_command, stop_command
+
+        return servers_command() if ns.command == "servers" else stop_command(ns.servers, every=ns.all,
+                                                                               force=ns.force)
     if ns.command == "plot":
         from pytest_sglang_perf.cli.plot import plot_command
 

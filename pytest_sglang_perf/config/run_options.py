@@ -59,5 +59,12 @@ class RunOptions:
     """`--sglang-url URL`: measure the server running there (the one selected variant) instead of booting one."""
     remote_gpu: str | None = None
     """`--sglang-remote-gpu NAME`: the GPU model of a remote server, for its baseline key."""
+    reuse: bool = False
+    """`--sglang-reuse`: keep each booted server after the run, and attach to a kept one of the same key
+    (docs/reuse.md)."""
+    reuse_idle: float = 900.0
+    """`--sglang-reuse-idle SECONDS`: a kept server stops after this long without a run."""
+    reuse_shared: bool = False
+    """`--sglang-reuse-shared`: measure on a kept server while another run measures on it too."""
     ignore_conditions: bool = False
     """`--sglang-ignore-conditions`: a measurement's conditions are recorded, never used (gate/conditions.py)."""

@@ -121,6 +121,8 @@ class Cell:
     """The re-measure's checks, when a regression was re-measured before failing (where: `confirmed_on`)."""
     confirmed_on: str = SAME_SERVER
     """Where the re-measure ran: SAME_SERVER or FRESH_BOOT (session/confirmation.py decides)."""
+    reused: str | None = None
+    """How its server was reused (a kept server booted by an earlier run, --sglang-reuse); None: a fresh boot."""
     disturbed: str | None = None
     """Why the regression is inconclusive although it held: the re-measure's conditions (`host busy: ...`,
     gate/conditions.py)."""

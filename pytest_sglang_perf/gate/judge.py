@@ -115,7 +115,8 @@ class Judge:
         if self.efficiency_gate:
             checks = judged_efficiency(checks, None if found.entry is None else found.entry.roofline,
                                        has_entry=found.entry is not None, current=result.roofline)
-        return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale)
+        return Cell(test_id, result.variant, with_coverage(checks, result), result.simulated, stale=found.stale,
+                    reused=result.reused)
 
     def confirm(self, cell: Cell, again: Result, place: CellPlace, *, on: str = SAME_SERVER,
                 other_boot: Mapping[str, tuple[float, ...]] | None = None, first: Result | None = None) -> Cell:

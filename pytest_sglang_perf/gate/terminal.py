@@ -53,6 +53,11 @@ def _simulated_tag(simulated: bool) -> str:
     return f" ({SIMULATED})" if simulated else ""
 
 
+def _reused_tag(cells: Sequence[Cell]) -> str:
+    """Said of cells measured on a kept server an earlier run booted (--sglang-reuse): not a fresh boot."""
+    return " (on a reused server)" if any(cell.reused for cell in cells) else ""
+
+
 def failure_message(cell: Cell, refresh_command: str, context: Sequence[str] = ()) -> str:
     """What a failing test shows: metric | baseline | measured | change | allowed | p | detectable | verdict (and
     the re-measure's change), why the baseline is not comparable, what the server ran (`context`), then the fix."""
@@ -71,7 +76,7 @@ def failure_message(cell: Cell, refresh_command: str, context: Sequence[str] = (
     title = f"sglang-perf: {cell.test_id} [{cell.variant}]: {_cell_title(cell)}"
     return "\n".join([
         headline(cell),
-        title + _simulated_tag(cell.simulated),
+        title + _simulated_tag(cell.simulated) + _reused_tag([cell]),
         *_table(header, rows, align="lrrrrrrrl"[: len(header) - 1] + "l"),
         *_stale_lines(cell),
         *wrap_all(_note_lines(cell)),
@@ -182,7 +187,7 @@ def summary_lines(cells: Sequence[Cell], refresh_flag: str = "--sglang-update-ba
 
 
 def _variant_table(variant: str, cells: Sequence[Cell], *, full: bool) -> list[str]:
-    title = f"variant {variant}{_simulated_tag(any(c.simulated for c in cells))}"
+    title = f"variant {variant}{_simulated_tag(any(c.simulated for c in cells))}{_reused_tag(cells)}"
     if not full and all(_quietly_ok(cell) for cell in cells):
         metrics = sum(len(cell.checks) for cell in cells)
         noun = "cell" if len(cells) == 1 else "cells"

@@ -65,6 +65,10 @@ class Result:
     server: ServerView | None = None
     """What the server's own decode lines said while this was measured (session/server_view.py), with the findings
     where it disagrees with the client; None for a remote server or a log without them."""
+    reused: str | None = None
+    """How the server was reused, when it was a kept one booted by an earlier run (--sglang-reuse,
+    session/kept.py: `reused kept server <key> (booted 4 min ago; run 3 on it)`); None for a fresh boot. Its boot
+    metrics are not measured then."""
     prefill_roofline: PrefillCeiling | str | None = None
     """A cold cell of exact prompt length against its compute ceiling (session/prefill_roofline.py), or why it
     has none; None for any other cell or one not looked at."""

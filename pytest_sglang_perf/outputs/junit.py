@@ -32,6 +32,8 @@ def _properties(cell: Cell, cached_tokens: float | None, roofline: DecodeCeiling
                             (f"{PREFIX}.simulated", cell.simulated)]
     if cell.stale:
         head.append((f"{PREFIX}.stale", "; ".join(cell.stale)))
+    if cell.reused:
+        head.append((f"{PREFIX}.reused_server", cell.reused))
     if cached_tokens is not None:
         head.append((f"{PREFIX}.cached_tokens", cached_tokens))
     return [*head, *_roofline(roofline), *(prop for check in cell.checks for prop in _metric(check))]

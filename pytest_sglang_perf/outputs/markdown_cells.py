@@ -26,7 +26,11 @@ Row = tuple[str, ...]
 def variant_section(variant: str, cells: Sequence[Mapping[str, Any]], *, simulated: bool) -> list[str]:
     """`### variant` (SIMULATED when so), the rows to read first, the quiet rows collapsed, the cells' notes."""
     tag = " (SIMULATED)" if simulated else ""
-    lines = [f"### Variant {code(variant)}{tag}", ""]
+    reused = next((str(cell["reused"]) for cell in cells if cell.get("reused")), None)
+    lines = [f"### Variant {code(variant)}{tag}{' (reused server)' if reused else ''}", ""]
+    if reused:
+        lines.extend([f"Measured on a server an earlier run booted and kept (`--sglang-reuse`): {reused}; no boot "
+                      "metrics.", ""])
     loud: list[Row] = []
     quiet: list[Row] = []
     for cell in cells:

@@ -63,12 +63,20 @@ _OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("gpu-lock-dir", "path", "the folder every pytest process of this host shares for its GPU claims (a lock file per "
      "GPU; each server gets CUDA_VISIBLE_DEVICES set to GPUs no other server holds, so pytest-xdist workers never "
      "share one); default: <tmp>/pytest-sglang-perf-gpus"),
+    ("reuse", "bool", "keep each server this run boots after pytest ends, and attach to a kept server instead of "
+     "booting when one runs exactly what the variant asks (same args, environment, model, SGLang version, GPUs): "
+     "the second run of an unchanged matrix boots nothing. A kept server stops after --sglang-reuse-idle without "
+     "a run, or on `sglang-perf stop`; `sglang-perf servers` lists them (docs/reuse.md)"),
+    ("reuse-idle", "idle", "with --sglang-reuse: seconds a kept server waits for its next run before it stops "
+     "(default 900)"),
+    ("reuse-shared", "bool", "with --sglang-reuse: measure on a kept server even while another run measures on it "
+     "(default: wait for that run; the two would disturb each other's numbers)"),
     ("heartbeat", "seconds", "while a server boots, say which step it is in after this many seconds without a line "
      "(default 15; 0: never)"),  # server/progress.py HEARTBEAT_SECONDS (test_options.py holds them together)
 )
 
 
-_METAVARS = {"list": "NAMES", "int": "N", "seconds": "SECONDS", "url": "URL", "text": "NAME"}
+_METAVARS = {"list": "NAMES", "int": "N", "seconds": "SECONDS", "idle": "SECONDS", "url": "URL", "text": "NAME"}
 
 
 def add_options(parser: pytest.Parser) -> None:
@@ -200,6 +208,21 @@ def _seconds(value: object) -> float:
     return seconds
 
 
+def _idle(value: object) -> float:
+    from pytest_sglang_perf.server.kept import DEFAULT_IDLE_SECONDS
+
+    if value in (None, ""):
+        return DEFAULT_IDLE_SECONDS
+    try:
+        seconds = float(str(value))
+    except ValueError:
+        seconds = -1.0
+    if not 0 < seconds < float("inf"):
+        raise pytest.UsageError(f"--sglang-reuse-idle: expected seconds > 0 (how long a kept server waits for its "
+                                f"next run), got {value!r}")
+    return seconds
+
+
 def may_have_configuration(config: pytest.Config) -> bool:
     """Whether the run may have a perf configuration, told without reading TOML (config/settings.py `find_config`
     decides): a --sglang-config path (or its ini and environment twins), a sglang-perf.toml in the rootdir, or a
@@ -243,6 +266,9 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         probe=not _raw(config, "no-probe"),
         gpu_lock_dir=_path(config, _raw(config, "gpu-lock-dir")),
         ignore_conditions=bool(_raw(config, "ignore-conditions")),
+        reuse=bool(_raw(config, "reuse")),
+        reuse_idle=_idle(_raw(config, "reuse-idle")),
+        reuse_shared=bool(_raw(config, "reuse-shared")),
         url=_url(_raw(config, "url")),
         remote_gpu=str(_raw(config, "remote-gpu") or "") or None,
     )

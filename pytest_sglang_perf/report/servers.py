@@ -31,7 +31,9 @@ def server_summary(runs: Iterable[VariantRun], simulated: bool, *, brief: bool =
     boot_seconds = {run.name: server.boot_seconds for run, _, server in booted}
     uses = {run.name: use for run, _, _ in booted if (use := _graph_use(run)) is not None}
     remote = {run.name: run.plan.url for run, _, _ in booted if run.plan.url is not None}
-    lines = server_summary_lines(configs, facts, boot_seconds, simulated, uses, brief=brief, remote=remote)
+    reused = {run.name: run.kept.describe() for run, _, _ in booted if run.kept is not None and run.kept.reused}
+    lines = server_summary_lines(configs, facts, boot_seconds, simulated, uses, brief=brief, remote=remote,
+                                 reused=reused)
     return [*lines, "(-v shows what each server ran and its startup facts)"] if brief and lines else lines
 
 
@@ -54,10 +56,13 @@ def server_records(runs: Iterable[VariantRun]) -> dict[str, dict[str, Any]]:
     records = {}
     for run, config, server in _booted(runs):
         use = _graph_use(run)
+        reused = run.kept.describe() if run.kept is not None and run.kept.reused else None
         records[run.name] = {
             "effective": config.to_dict(),
-            "boot_seconds": None if run.plan.url else server.boot_seconds,
+            "boot_seconds": None if run.plan.url or reused else server.boot_seconds,
             "url": run.plan.url,
+            "kept": None if run.kept is None else run.kept.key,
+            "reused": reused,
             "startup": None if run.startup is None else run.startup.to_dict(),
             "graph_use": None if use is None else use.to_dict(),
             "cuda_visible_devices": server.plan.env.get("CUDA_VISIBLE_DEVICES"),

@@ -97,23 +97,28 @@ def graph_use_text(use: GraphUse) -> str:
 def server_summary_lines(configs: Mapping[str, EffectiveConfig], facts: Mapping[str, StartupFacts],
                          boot_seconds: Mapping[str, float], simulated: bool,
                          uses: Mapping[str, GraphUse] | None = None, *, brief: bool = False,
-                         remote: Mapping[str, str] | None = None) -> list[str]:
+                         remote: Mapping[str, str] | None = None,
+                         reused: Mapping[str, str] | None = None) -> list[str]:
     """The summary's servers section: per variant, the effective configuration, the startup costs and how
     many batches really ran with a graph. `brief` (pytest's default verbosity): a variant whose server ran as
     requested gets its verdict line and its warnings (a duplicate's warning is in pytest's warnings summary
     already); one whose server differs from the request, or could not be verified, gets the full report (what
     ran is what the user must read then)."""
     tag = " (SIMULATED)" if simulated else ""
-    remote = remote or {}
+    remote, reused = remote or {}, reused or {}
     lines: list[str] = []
     for name, config in configs.items():
         first, *rest = config_lines(config)
         lines.append(f"variant {name}{tag}: {first}")
+        if name in reused:
+            lines.append(f"  server: {reused[name]}; its boot was not measured by this run")
         if brief and not (config.problems or config.unavailable):  # the rest is the -v report
             lines += _brief_rest(config, rest)
             continue
         lines += rest
-        if name in remote:
+        if name in reused:
+            pass
+        elif name in remote:
             lines.append(f"  startup: not observed: the server at {remote[name]} is remote (not booted by this run)")
         elif name in facts:
             lines.append(f"  startup: {startup_text(facts[name], boot_seconds.get(name))}")

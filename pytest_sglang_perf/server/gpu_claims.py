@@ -67,6 +67,13 @@ class GpuClaim:
     def visible_devices(self) -> str:
         return ",".join(self.gpus)
 
+    def forget(self) -> None:
+        """Close this process's descriptors, keeping the locks: the server holds them (a kept one, server/kept.py)."""
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = ()
+
     def release(self) -> None:
         for fd in self.fds:
             with contextlib.suppress(OSError):

@@ -20,8 +20,8 @@ from types import TracebackType
 from typing import BinaryIO
 
 from pytest_sglang_perf.config.settings import DEFAULT_STOP_GRACE
-from pytest_sglang_perf.errors import SGLangPerfError
-from pytest_sglang_perf.server.failure_cause import boot_failure_cause
+from pytest_sglang_perf.server.boot_error import BootError
+from pytest_sglang_perf.server.keeper import Keep
 from pytest_sglang_perf.server.logfeed import LogFeed, attempt_header, last_attempt
 from pytest_sglang_perf.server.logscan import ProgressEvent, is_first_rank, logical_lines, progress_event
 from pytest_sglang_perf.server.ports import free_port
@@ -85,47 +85,6 @@ class LaunchSpec:
         return (*self.command, "--host", self.host, "--port", str(port))
 
 
-class BootError(SGLangPerfError):
-    """A server did not become ready. `report()` says why, with the exact command and the log tail; for one that was
-    never started (`started` False: its GPUs could not be claimed, its process could not be launched), that no
-    process ran, so there is no exit code and no log of it."""
-
-    def __init__(
-        self, *, name: str, command: str, reason: str, log_path: Path, exit_code: int | None = None,
-        log_tail: tuple[str, ...] = (), phase: str | None = None, started: bool = True,
-        log_lines: tuple[str, ...] = (),
-    ) -> None:
-        what = "failed to boot" if started else "was not started"
-        super().__init__(f"SGLang server {name!r} {what}: {reason}")
-        self.name = name
-        self.command = command
-        self.reason = reason
-        self.log_path = log_path
-        self.exit_code = exit_code
-        self.log_tail = log_tail
-        self.phase = phase
-        self.started = started
-        self.log_lines = log_lines or log_tail  # the attempt's whole log: a cause may be far from the end
-
-    def report(self) -> str:
-        if not self.started:
-            return "\n".join([str(self), f"  command:    {self.command} (not run)",
-                              "  no server process was started, so there is no exit code and no server log"])
-        exit_code = "none (the process had not exited on its own)" if self.exit_code is None else self.exit_code
-        cause = boot_failure_cause(self.log_lines)
-        lines = [
-            str(self),
-            *([f"  cause:      {cause}"] if cause is not None else []),
-            f"  command:    {self.command}",
-            f"  exit code:  {exit_code}",
-            f"  last phase: {self.phase or 'none recognised in the log'}",
-            f"  log file:   {self.log_path}",
-        ]
-        if not self.log_tail:
-            return "\n".join([*lines, "  (the log is empty)"])
-        return "\n".join([*lines, f"  last {len(self.log_tail)} log lines:", *(f"    | {t}" for t in self.log_tail)])
-
-
 class _PortInUse(Exception):
     def __init__(self, port: int) -> None:
         super().__init__(f"port {port} already in use")
@@ -165,6 +124,10 @@ class ServerProcess:
     @property
     def pid(self) -> int | None:
         return None if self._proc is None else self._proc.pid
+
+    @property
+    def watchdog_pid(self) -> int | None:
+        return None if self._watchdog is None else self._watchdog.pid
 
     @property
     def base_url(self) -> str:
@@ -246,6 +209,18 @@ class ServerProcess:
             self._stopped = True
             self._release_watchdog()
             redact_file(self.spec.log_path, self._secrets)
+
+    def keep(self, keep: Keep) -> None:
+        """Make the server's watchdog its keeper (server/kept.py): the server outlives this process, until idle."""
+        if self._watchdog is not None:
+            self._watchdog.keep(keep)
+
+    def detach(self) -> None:
+        """Let go of a kept server without stopping it: its keeper stops it later; stop() does nothing after."""
+        if self._watchdog is not None:
+            self._watchdog.detach()
+            self._watchdog = None
+        self._stopped = True
 
     def _release_watchdog(self) -> None:
         if self._watchdog is not None:

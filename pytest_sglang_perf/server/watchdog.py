@@ -7,6 +7,11 @@ gone. A normal stop writes `done` first and the watchdog exits without touching 
 session of its own, so a Ctrl-C or a kill of pytest's process group does not reach it. Every process of the server
 carries TOKEN_VAR in its environment, which finds the server even when pytest died before it could say its pid.
 
+A kept server's watchdog (`--sglang-reuse`, server/kept.py) is its keeper: once pytest says `keep`, the end of the
+pipe no longer stops the server; the watchdog stays, checking each second (server/keeper.py) that the server's record
+is there and that a run used it within its idle timeout, and stops the tree when either fails, or exits when the
+server exits on its own.
+
 `Watchdog` is pytest's side; `main()` the watchdog's (`python -m pytest_sglang_perf.server.watchdog`).
 """
 
@@ -27,6 +32,7 @@ from typing import IO
 
 import psutil
 
+from pytest_sglang_perf.server.keeper import TICK_SECONDS, Keep
 from pytest_sglang_perf.server.process_tree import (
     KILL_WAIT,
     ProcessTree,
@@ -92,6 +98,17 @@ class Watchdog:
         """Tell the watchdog the server's pid (its process group)."""
         self._send(f"watch {pid}\n")
 
+    def keep(self, keep: Keep) -> None:
+        """The server is kept: from now on the watchdog is its keeper (stops it when idle or unregistered)."""
+        self._send(keep.message())
+
+    def detach(self) -> None:
+        """pytest lets go of a kept server: close the pipe without `done`; the keeper carries on alone."""
+        if self._pipe is not None:
+            os.close(self._pipe)
+            self._pipe = None
+        self._proc = None
+
     def release(self) -> None:
         """The server is stopped: the watchdog exits without touching anything; wait for it. Idempotent."""
         if self._pipe is not None:
@@ -122,14 +139,18 @@ class Guard:
         self.parent = os.getppid()
         self.tree = ProcessTree()
         self.pgid: int | None = None
+        self.keep: Keep | None = None
 
     def follow(self, fd: int) -> bool:
-        """Read pytest's messages until `done` (True) or end-of-file, pytest is gone (False)."""
+        """Read pytest's messages until `done` (True) or end-of-file, pytest is gone (False); a `keep` message puts
+        the watchdog in keep mode."""
         pending = b""
         while True:
-            ready, _, _ = select.select([fd], [], [], SCAN_EVERY)
+            ready, _, _ = select.select([fd], [], [], SCAN_EVERY if self.keep is None else TICK_SECONDS)
             if not ready:
                 self.tree.track()
+                if self.keep is not None and self.keeping_ends():
+                    return True
                 continue
             chunk = os.read(fd, 4096)
             if not chunk:
@@ -137,8 +158,33 @@ class Guard:
             *lines, pending = (pending + chunk).split(b"\n")
             if b"done" in lines:
                 return True
-            for line in lines:
-                self._watch(line.decode().removeprefix("watch "))
+            for line in (line.decode() for line in lines):
+                if line.startswith("keep "):
+                    self.keep = Keep.parse(line)
+                    self.say(f"kept: stops after {self.keep.idle_timeout:g} s without a run, or when "
+                             f"{self.keep.record_file.name} is removed")
+                elif line.startswith("watch "):
+                    self._watch(line.removeprefix("watch "))
+
+    def keep_alone(self) -> None:
+        """pytest is gone and the server is kept: check each second until the server must stop or is gone."""
+        while not self.keeping_ends():
+            time.sleep(TICK_SECONDS)
+
+    def keeping_ends(self) -> bool:
+        """One keeper check: whether the keeping is over (the server stopped here, or it exited on its own)."""
+        assert self.keep is not None
+        if not (any(alive(p) for p in self.tree.processes()) or self._group()):
+            self.say("the kept server exited on its own")
+            self.keep.forget(self.pgid)
+            return True
+        reason = self.keep.why_stop()
+        if reason is None:
+            return False
+        self.say(f"stopping the kept server: {reason}")
+        self.stop_server()
+        self.keep.forget(self.pgid)
+        return True
 
     def _watch(self, pid: str) -> None:
         self.pgid = int(pid)
@@ -154,8 +200,9 @@ class Guard:
             targets = self._targets()
         if not targets:
             return
-        self.say(f"pytest (pid {self.parent}) died without stopping the server (pid {self.pgid}): SIGTERM, "
-                 f"SIGKILL after {self.grace:g} s")
+        if self.keep is None:
+            self.say(f"pytest (pid {self.parent}) died without stopping the server (pid {self.pgid}): SIGTERM, "
+                     f"SIGKILL after {self.grace:g} s")
         main_process = [p for p in self.tree.processes()[:1] if alive(p)]
         signal_each(main_process or targets, signal.SIGTERM)
         wait_gone(targets, self.grace)
@@ -211,7 +258,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for pytest: pytest stops the server itself
     guard = Guard(args.name, args.token, args.grace)
     if not guard.follow(args.fd):
-        guard.stop_server()
+        if guard.keep is None:
+            guard.stop_server()
+        else:
+            guard.keep_alone()
     return 0
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_sglang_perf.config.settings import Settings
 from pytest_sglang_perf.server.boot import boot_server, stop_server
@@ -26,6 +27,9 @@ from pytest_sglang_perf.session.roofline import SessionRoofline
 from pytest_sglang_perf.session.variant_run import VariantRun
 from pytest_sglang_perf.sglang_facts.parsers import ArgParser
 
+if TYPE_CHECKING:
+    from pytest_sglang_perf.session.kept import SessionKept
+
 SIM_BOOT_ENV = "SGLANG_SIM_BOOT"
 """The simulator's boot label (its `--sim-boot` knob): each simulated boot gets `VARIANT#N`, so that each draws noise
 of its own (a fresh per-boot offset), reproducibly; set in the environment, so the command line stays SGLang's."""
@@ -34,7 +38,7 @@ of its own (a fresh per-boot offset), reproducibly; set in the environment, so t
 class SessionBoots:
     def __init__(self, settings: Settings, *, simulate: bool, logs: RunLogs, live: Live, gpus: SessionGpus,
                  roofline: SessionRoofline, parser: Callable[[], ArgParser], targets: Callable[[], TargetGpus],
-                 runs: Mapping[str, VariantRun]) -> None:
+                 runs: Mapping[str, VariantRun], kept: SessionKept | None = None) -> None:
         self._settings = settings
         self._simulate = simulate
         self._logs = logs
@@ -44,6 +48,8 @@ class SessionBoots:
         self._parser = parser
         self._targets = targets
         self._runs = runs
+        self._kept = kept
+        """--sglang-reuse: servers are kept after the run, and a kept one of the same key is attached to."""
 
     def boot(self, run: VariantRun) -> None:
         """Boot the variant's server unless it runs, or attach to its remote server (a failed boot is raised again),
@@ -71,19 +77,24 @@ class SessionBoots:
         if run.plan.url is not None and run.server is None:
             run.server = attach_server(run.plan, self._log_path(run), self._settings.request.timeout,
                                        self._live.detail)
-        elif run.process is None and run.plan.url is None:
-            log_path = self._log_path(run)
-            plan = self._gpus.claim(run, log_path)
-            run.boots += 1
-            if self._simulate:
-                plan = replace(plan, env={**plan.env, SIM_BOOT_ENV: f"{run.name}#{run.boots}"})
-            self._roofline.before_boot(plan.env.get("CUDA_VISIBLE_DEVICES"))  # only the GPUs claimed
-            run.process, run.server = boot_server(plan, log_path, self._settings.startup_timeout,
-                                                  self._live.boot_progress(run.name),
-                                                  stop_grace=self._settings.stop_grace,
-                                                  pass_fds=() if run.claim is None else run.claim.fds)
+        elif run.process is None and run.plan.url is None and run.kept is None:
+            if self._kept is not None:
+                return self._kept.start(run, lambda log_path: self._launch(run, log_path))
+            self._launch(run, self._log_path(run))
             return True
         return False
+
+    def _launch(self, run: VariantRun, log_path: Path) -> None:
+        """Claim the variant's GPUs and boot its server, its log at `log_path`."""
+        plan = self._gpus.claim(run, log_path)
+        run.boots += 1
+        if self._simulate:
+            plan = replace(plan, env={**plan.env, SIM_BOOT_ENV: f"{run.name}#{run.boots}"})
+        self._roofline.before_boot(plan.env.get("CUDA_VISIBLE_DEVICES"))  # only the GPUs claimed
+        run.process, run.server = boot_server(plan, log_path, self._settings.startup_timeout,
+                                              self._live.boot_progress(run.name),
+                                              stop_grace=self._settings.stop_grace,
+                                              pass_fds=() if run.claim is None else run.claim.fds)
 
     def _gpu_name(self, run: VariantRun) -> str | None:
         """The GPU model the server's cells are filed under: a remote server's as configured, else the host's."""
@@ -109,11 +120,20 @@ class SessionBoots:
         hints = boot_hints(error.reason, error.log_lines, parser, parser.version)
         return error.report() + "".join(f"\nhint: {hint}" for hint in hints)
 
+    def done(self, run: VariantRun) -> None:
+        """The variant's tests are over: a kept server stays up for the next run (--sglang-reuse), any other stops."""
+        if self._kept is not None and run.kept is not None:
+            self._kept.let_go(run)
+        else:
+            self.stop(run)
+
     def stop(self, run: VariantRun, *, keep_claim: bool = False) -> None:
-        """Stop the variant's server tree; `keep_claim`: keep its GPUs for the boot that follows (a reboot), so that
-        no other pytest-xdist worker takes them in between."""
+        """Stop the variant's server tree, a kept one included; `keep_claim`: keep its GPUs for the boot that
+        follows (a reboot), so that no other pytest-xdist worker takes them in between."""
         if run.process is not None:
             stop_server(run.process, self._live.detail)
             run.process = None
+        if self._kept is not None:
+            self._kept.forget(run)
         if not keep_claim:
             self._gpus.release(run)

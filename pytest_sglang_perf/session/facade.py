@@ -40,6 +40,7 @@ if TYPE_CHECKING:
     from pytest_sglang_perf.session.cells import SessionCells
     from pytest_sglang_perf.session.conditions import SessionConditions
     from pytest_sglang_perf.session.gpus import SessionGpus
+    from pytest_sglang_perf.session.kept import SessionKept
     from pytest_sglang_perf.session.live import Live
     from pytest_sglang_perf.session.plans import SessionPlans
     from pytest_sglang_perf.session.roofline import SessionRoofline
@@ -146,7 +147,18 @@ class PerfSession:
     def gpus(self) -> SessionGpus:  # the GPUs each server gets (a claim of its own on a multi-GPU host)
         from pytest_sglang_perf.session.gpus import SessionGpus
 
-        return SessionGpus(self.options, self.settings.startup_timeout, lambda: self.plans.parser, self.live)
+        evict = None if self.kept is None else self.kept.evict
+        return SessionGpus(self.options, self.settings.startup_timeout, lambda: self.plans.parser, self.live,
+                           evict=evict)
+
+    @cached_property
+    def kept(self) -> SessionKept | None:  # --sglang-reuse: servers kept after the run, and attached to
+        if not self.options.reuse:
+            return None
+        from pytest_sglang_perf.session.kept import SessionKept
+
+        return SessionKept(self.settings, self.options, self.live, version=lambda: self.plans.parser.version,
+                           pool=lambda: self.gpus.pool)
 
     @cached_property
     def boots(self) -> SessionBoots:  # booting, inspecting, placing and stopping each variant's server
@@ -154,7 +166,7 @@ class PerfSession:
 
         return SessionBoots(self.settings, simulate=self.options.simulate, logs=self.logs, live=self.live,
                             gpus=self.gpus, roofline=self.roofline, parser=lambda: self.plans.parser,
-                            targets=lambda: self.plans.targets, runs=self.runs)
+                            targets=lambda: self.plans.targets, runs=self.runs, kept=self.kept)
 
     @cached_property
     def environment(self) -> Environment:
@@ -205,7 +217,7 @@ class PerfSession:
         if self.options.update_baselines and self.options.boots > 1:
             error = self.cells.record_boots(run, self.options.boots, lambda: self._reboot(run), self._say)
             self.errors.extend([error] if error is not None else [])
-        self.boots.stop(run)
+        self.boots.done(run)
 
     def _reboot(self, run: VariantRun) -> None:
         """Stop the variant's server and boot it again on the same GPUs (the claim is kept)."""
@@ -271,14 +283,16 @@ class PerfSession:
 
         run = self.runs[name]
         assert run.server is not None, "measure() needs the variant's running server"
+        reused = None if run.kept is None or not run.kept.reused else run.kept.describe()
         start = before(run)
         with self.conditions.watch(run) as watched:
             result = measure(run.server.base_url, model=self.settings.model, variant=name, params=params,
-                             boot_seconds=None if run.plan.url else run.server.boot_seconds,
+                             boot_seconds=None if run.plan.url or reused else run.server.boot_seconds,
                              simulated=self.options.simulate, api_key=run.server.plan.api_key,
-                             timeout=self.settings.request.timeout, startup=_boot_facts(run), decided=decided,
+                             timeout=self.settings.request.timeout,
+                             startup=None if reused else _boot_facts(run), decided=decided,
                              flush_key=run.plan.admin_api_key)
-        result = replace(result, host=watched.host, gpu=watched.gpu, boot=run.boots)
+        result = replace(result, host=watched.host, gpu=watched.gpu, boot=run.boots, reused=reused)
         return self.roofline.annotate(run, with_server_view(run, start, result))
 
     def exact_prompt(self, name: str, tokens: int, head: str | None) -> str:
@@ -315,7 +329,7 @@ class PerfSession:
 
     def stop_all(self) -> None:
         for run in self.runs.values():
-            self.boots.stop(run)
+            self.boots.done(run)
 
     def finish(self, *, rounds: bool = True) -> None:
         """Stop every server; the report wing writes what was asked for from the records (report/sections.py).

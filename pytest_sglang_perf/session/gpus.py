@@ -26,12 +26,15 @@ class SessionGpus:
     """Claims are made on a GPU host; a simulated run claims only when --sglang-gpu-lock-dir asks for it (its
     servers use no real GPU, so by default they hold none)."""
 
-    def __init__(self, options: RunOptions, timeout: float, parser: Callable[[], ArgParser], live: Live) -> None:
+    def __init__(self, options: RunOptions, timeout: float, parser: Callable[[], ArgParser], live: Live, *,
+                 evict: Callable[[tuple[str, ...], Callable[[str], None]], None] | None = None) -> None:
         self._enabled = not options.simulate or options.gpu_lock_dir is not None
         self._lock_dir = options.gpu_lock_dir or DEFAULT_LOCK_DIR
         self._timeout = timeout
         self._parser = parser
         self._live = live
+        self._evict = evict
+        """--sglang-reuse: stops the idle kept servers holding GPUs of the pool, when a claim has to wait."""
 
     @cached_property
     def pool(self) -> tuple[str, ...]:
@@ -53,10 +56,20 @@ class SessionGpus:
                               "(a multi-node server, or a deprecated flag SGLang rewrites); it boots unplaced")
         plan, run.claim = claimed_plan(run.plan, count, self.pool,
                                        self._lock_dir, log_path, timeout=self._timeout,
-                                       waiting=lambda message: self._live.note(f"[{run.name}] {message}"))
+                                       waiting=lambda message: self._waiting(run, message))
         if run.claim is not None:
             self._live.detail(f"[{run.name}] GPUs {run.claim.visible_devices} claimed (CUDA_VISIBLE_DEVICES)")
         return plan
+
+    def _waiting(self, run: VariantRun, message: str) -> None:
+        """A claim waits: first stop the idle kept servers that hold GPUs of the pool (once), then say so."""
+        def say(line: str) -> None:
+            self._live.note(f"[{run.name}] {line}")
+
+        if self._evict is not None:
+            evict, self._evict = self._evict, None
+            evict(self.pool, say)
+        say(message)
 
     @staticmethod
     def release(run: VariantRun) -> None:

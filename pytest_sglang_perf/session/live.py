@@ -53,9 +53,13 @@ class Live:
             for line in config_lines(run.config):
                 self.say(f"[{run.name}] {line}")
             return
+        tag = "SIMULATED; " if self._simulated else ""
         if run.plan.url is not None:
-            tag = "SIMULATED; " if self._simulated else ""
             self.say(f"[{run.name}] remote server {run.plan.url} ({tag}{config_brief(run.config)})")
+            return
+        if run.kept is not None and run.kept.reused:
+            self.say(f"[{run.name}] kept server up, not booted ({tag}{config_brief(run.config)}; log "
+                     f"{run.server.log_path})")
             return
         self.say(f"[{run.name}] " + ready_line(run.config, run.startup, run.server.boot_seconds, self._simulated,
                                                run.server.log_path.name))

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from pytest_sglang_perf.server.launcher import BootError, ServerProcess
     from pytest_sglang_perf.server.startup import StartupFacts
     from pytest_sglang_perf.session.identity import ServerPlace
+    from pytest_sglang_perf.session.kept_use import KeptUse
 
 
 @dataclass
@@ -46,6 +47,8 @@ class VariantRun:
     """What the server really ran, read once after its first boot."""
     startup: StartupFacts | None = None
     """What the server's first boot logged about its startup costs."""
+    kept: KeptUse | None = None
+    """The server as a kept one (--sglang-reuse, session/kept.py): booted by this run and kept, or reused."""
     place: ServerPlace | None = None
     """What the server is (model, GPUs used, resolved args) and its baseline file key, for its cells' identities;
     set when it is first booted or attached (session/identity.py)."""

@@ -1,0 +1,296 @@
+"""The session's kept servers (`--sglang-reuse`): a variant's server attached to when a kept one has its key, booted
+and registered otherwise, let go of (not stopped) at the variant's end. docs/reuse.md.
+
+Plain Python (no pytest). The registry, its locks and the keeper are server/kept*.py's; this room decides, per
+variant: the key's parts, whether the kept server may be used (alive, kept, answering, the same `/server_info`, not a
+baseline recording), which stale server to stop, and what the run's cells say about the server they ran on.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import socket
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+
+from pytest_sglang_perf.config.run_options import RunOptions
+from pytest_sglang_perf.config.settings import Settings
+from pytest_sglang_perf.server.boot import RunningServer
+from pytest_sglang_perf.server.boot_error import BootError
+from pytest_sglang_perf.server.gpu_claims import VISIBLE
+from pytest_sglang_perf.server.keeper import Keep
+from pytest_sglang_perf.server.kept import (
+    KeptServer,
+    Registry,
+    keeper_process,
+    server_info_hash,
+    server_key,
+    server_process,
+    state_folder,
+)
+from pytest_sglang_perf.server.kept_locks import FileLock
+from pytest_sglang_perf.server.kept_stop import stop_kept
+from pytest_sglang_perf.server.model_dir import config_file_hash, local_model_dir
+from pytest_sglang_perf.server.redaction import redact_argv, redact_text, secret_values
+from pytest_sglang_perf.session.kept_use import KeptUse
+from pytest_sglang_perf.session.live import Live
+from pytest_sglang_perf.session.variant_run import VariantRun
+
+_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+
+
+class SessionKept:
+    def __init__(self, settings: Settings, options: RunOptions, live: Live, *, version: Callable[[], str],
+                 pool: Callable[[], tuple[str, ...]], registry: Registry | None = None) -> None:
+        self._settings = settings
+        self._options = options
+        self._live = live
+        self._version = version
+        self._pool = pool
+        self.registry = registry or Registry(state_folder())
+
+    # -- the key ---------------------------------------------------------------------------------------------------
+
+    def parts(self, run: VariantRun) -> tuple[dict[str, str], dict[str, str]]:
+        """The key's parts (exact text, hashed) and as shown (secrets redacted)."""
+        plan = run.plan
+        model_dir = plan.model_config.parent if plan.model_config is not None else local_model_dir(
+            self._settings.model, self._settings.root)
+        config = None if model_dir is None else config_file_hash(model_dir / "config.json")
+        env = dict(sorted(plan.env.items()))
+        pool = self._pool()
+        exact = {
+            "command": shlex.join(plan.command),
+            "env": json.dumps(env),
+            "model": f"{self._settings.model} (config.json {config or 'not found'})",
+            "sglang": self._version() + (" (simulator)" if plan.simulated else ""),
+            "gpus": "claimed from " + ",".join(pool) if pool else "as the server places itself",
+            "host": socket.gethostname(),
+        }
+        secrets = secret_values(plan.command, plan.api_key, plan.admin_api_key)
+        shown = {**exact, "command": redact_text(shlex.join(redact_argv(plan.command)), secrets),
+                 "env": json.dumps({k: "***" if any(w in k.upper() for w in _SECRET_WORDS) else v
+                                    for k, v in env.items()})}
+        return exact, shown
+
+    # -- attach or boot --------------------------------------------------------------------------------------------
+
+    def start(self, run: VariantRun, boot: Callable[[Path], None]) -> bool:
+        """Attach the variant to its kept server, or boot one with `boot(log_path)` and keep it; whether a server
+        was booted. Raises BootError (not started) when the kept server stays locked by another run."""
+        exact, shown = self.parts(run)
+        key = server_key(exact)
+        self.registry.ensure()
+        boot_lock = FileLock(self.registry.boot_lock_file(key))
+        self._take(run, boot_lock, "another run is booting or checking it")
+        try:
+            self._stop_stale(run, key, shown)
+            record = self.registry.get(key)
+            if record is not None:
+                if self._attach(run, record):
+                    return False
+                self._replace(run, record)
+            boot(self.registry.log_file(key))
+            self._register(run, key, shown)
+            return True
+        finally:
+            boot_lock.release()
+
+    def _take(self, run: VariantRun, lock: FileLock, why: str) -> None:
+        timeout = self._settings.startup_timeout
+        waited = lock.acquire(timeout, lambda seconds: self._live.note(
+            f"[{run.name}] waiting for the kept server's lock ({why}; {seconds:.0f} s so far)"))
+        if not waited:
+            raise BootError(name=run.name, command=" ".join(redact_argv(run.plan.command)), started=False,
+                            log_path=self.registry.folder, reason=(
+                                f"its kept server's lock {lock.path} stayed taken for {timeout:g} s ({why}); wait "
+                                "for that run, pass --sglang-reuse-shared to measure beside it, or run without "
+                                "--sglang-reuse to boot a server of this run's own"))
+
+    def _attach(self, run: VariantRun, record: KeptServer) -> bool:
+        """Attach to the kept server when it may be used (its use lock taken); whether it was."""
+        problem = self._unusable(record, run)
+        if problem is not None:
+            self._live.note(f"[{run.name}] kept server {record.key} not reused: {problem}")
+            return False
+        lock = FileLock(self.registry.use_lock_file(record.key), shared=self._options.reuse_shared)
+        self._take(run, lock, f"run pid {record.last_user} is measuring on it")
+        problem = self._unusable(record, run)  # it may have been stopped while this run waited
+        if problem is not None:
+            lock.release()
+            self._live.note(f"[{run.name}] kept server {record.key} not reused: {problem}")
+            return False
+        number = record.runs + 1
+        self.registry.update(record.key, runs=number, last_user=_pid())
+        run.kept = KeptUse(record.key, True, record.booted_at, number, lock)
+        run.server = self._running(run, record)
+        self._live.note(f"[{run.name}] {run.kept.describe()}: {record.base_url}, no boot")
+        return True
+
+    def _unusable(self, record: KeptServer, run: VariantRun) -> str | None:
+        """Why the kept server must not be measured for this run, or None."""
+        from pytest_sglang_perf.server.info import ServerInfoError, fetch_server_info
+
+        if self._options.update_baselines:
+            return "recording baselines boots a fresh server (docs/reuse.md)"
+        if server_process(record) is None:
+            return f"its process (pid {record.pid}) is gone"
+        if keeper_process(record) is None:
+            return "its keeper is gone, so nothing would stop it when idle"
+        try:
+            info = fetch_server_info(record.base_url, run.plan.api_key, timeout=self._settings.request.timeout)
+        except ServerInfoError as exc:
+            return str(exc)
+        if server_info_hash(info) != record.server_info_hash:
+            return f"GET {record.base_url}/server_info no longer answers what it answered when it was kept"
+        return None
+
+    def _running(self, run: VariantRun, record: KeptServer) -> RunningServer:
+        plan = run.plan
+        if record.gpus and VISIBLE not in plan.env:
+            plan = replace(plan, env={**plan.env, VISIBLE: ",".join(record.gpus)})
+        log = Path(record.log_path)
+        secrets = secret_values(plan.command, plan.api_key, plan.admin_api_key)
+        return RunningServer(plan, record.base_url, record.boot_seconds, record.pid, log,
+                             lambda wait: None if server_process(record) is not None else "exited (a kept server)",
+                             lambda: redact_text(_last_attempt(log), secrets))
+
+    def _replace(self, run: VariantRun, record: KeptServer) -> None:
+        """Stop the kept server that may not be used, once no run measures on it, so a fresh one takes its key."""
+        lock = FileLock(self.registry.use_lock_file(record.key))
+        self._take(run, lock, f"run pid {record.last_user} is measuring on it")
+        try:
+            stop_kept(self.registry, record, force=True)
+        finally:
+            lock.release()
+        self._live.note(f"[{run.name}] kept server {record.key} stopped: a fresh one boots in its place")
+
+    def _stop_stale(self, run: VariantRun, key: str, shown: Mapping[str, str]) -> None:
+        """Stop the kept servers of this project's variant that have another key (what changed is said)."""
+        for record in self.registry.all():
+            if record.variant != run.name or record.project != str(self._settings.root) or record.key == key:
+                continue
+            if record.host != shown["host"]:
+                continue
+            changed = "; ".join(changes(record.parts, shown)) or "its key"
+            why = stop_kept(self.registry, record)
+            if why is None:
+                self._live.note(f"[{run.name}] kept server {record.key} stopped: {changed} changed")
+            else:
+                self._live.note(f"[{run.name}] kept server {record.key} ({changed} changed) not stopped: {why}")
+
+    def _register(self, run: VariantRun, key: str, shown: Mapping[str, str]) -> None:
+        """Keep the server this run booted: its record, the run's use lock, its watchdog made its keeper."""
+        from pytest_sglang_perf.server.info import ServerInfoError, fetch_server_info
+
+        assert run.process is not None and run.server is not None
+        lock = FileLock(self.registry.use_lock_file(key), shared=self._options.reuse_shared)
+        lock.try_acquire()  # nobody else knows the server yet
+        try:
+            info_hash = server_info_hash(fetch_server_info(run.server.base_url, run.plan.api_key))
+        except ServerInfoError:
+            info_hash = None
+        watchdog = run.process.watchdog_pid
+        record = KeptServer(
+            key=key, variant=run.name, project=str(self._settings.root), base_url=run.server.base_url,
+            pid=run.process.pid or 0, create_time=_create_time(run.process.pid) or 0.0,
+            log_path=str(run.server.log_path),
+            command=shown["command"], parts=dict(shown),
+            gpus=tuple(run.claim.gpus) if run.claim is not None else _visible(run.plan.env),
+            boot_seconds=run.server.boot_seconds, booted_at=time.time(), idle_timeout=self._options.reuse_idle,
+            simulated=run.plan.simulated, stop_grace=self._settings.stop_grace, keeper_pid=watchdog,
+            keeper_create_time=_create_time(watchdog), last_user=_pid(), server_info_hash=info_hash,
+            host=shown["host"])
+        self.registry.put(record)
+        run.process.keep(Keep(self.registry.record_file(key), self.registry.use_lock_file(key),
+                              self._options.reuse_idle))
+        run.kept = KeptUse(key, False, record.booted_at, 1, lock)
+
+    # -- the variant's end -----------------------------------------------------------------------------------------
+
+    def let_go(self, run: VariantRun) -> None:
+        """The variant's tests are done: the server stays for the next run; this run's locks and descriptors go."""
+        kept = run.kept
+        if kept is None:
+            return
+        if run.process is not None:
+            run.process.detach()
+            run.process = None
+        if run.claim is not None:
+            run.claim.forget()
+            run.claim = None
+        self.registry.update(kept.key, released_at=time.time())
+        kept.lock.release()
+        self._live.detail(f"[{run.name}] server kept ({kept.key}): it stops after {self._options.reuse_idle:g} s "
+                          "without a run, or on `sglang-perf stop`")
+
+    def forget(self, run: VariantRun) -> None:
+        """The variant's kept server is being stopped by this run (a reboot): its record and lock go first."""
+        kept, run.kept = run.kept, None
+        if kept is None:
+            return
+        record = self.registry.get(kept.key)
+        kept.lock.release()
+        if run.process is None and record is not None:
+            stop_kept(self.registry, record, force=True)
+        else:
+            self.registry.drop(kept.key)
+
+    def evict(self, pool: tuple[str, ...], say: Callable[[str], None]) -> None:
+        """Stop the idle kept servers that hold GPUs of `pool`: a run that needs GPUs comes first."""
+        for record in self.registry.all():
+            if record.host == socket.gethostname() and set(record.gpus) & set(pool):
+                why = stop_kept(self.registry, record)
+                if why is None:
+                    say(f"kept server {record.key} ({record.variant}) stopped: this run needs its GPUs "
+                        f"{','.join(record.gpus)}")
+
+
+def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
+    """What differs between two keys' parts, in words: `command: +--enable-x -1 +2`."""
+    out = []
+    for name in sorted(set(old) | set(new)):
+        before, after = old.get(name, ""), new.get(name, "")
+        if before == after:
+            continue
+        if name == "command":
+            a, b = shlex.split(before), shlex.split(after)
+            added = [t for t in b if t not in a]
+            removed = [t for t in a if t not in b]
+            out.append("command: " + " ".join([*(f"+{t}" for t in added), *(f"-{t}" for t in removed)]))
+        else:
+            out.append(f"{name}: {before} -> {after}")
+    return out
+
+
+def _visible(env: Mapping[str, str]) -> tuple[str, ...]:
+    return tuple(part.strip() for part in env.get(VISIBLE, "").split(",") if part.strip())
+
+
+def _create_time(pid: int | None) -> float | None:
+    import psutil
+
+    if pid is None:
+        return None
+    try:
+        return float(psutil.Process(pid).create_time())
+    except psutil.Error:
+        return None
+
+
+def _pid() -> int:
+    import os
+
+    return os.getpid()
+
+
+def _last_attempt(log: Path) -> str:
+    from pytest_sglang_perf.server.logfeed import last_attempt
+
+    try:
+        return last_attempt(log.read_text(encoding="utf-8", errors="replace"))
+    except OSError:
+        return ""
