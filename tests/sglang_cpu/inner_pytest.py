@@ -109,8 +109,9 @@ def _interrupt(proc: subprocess.Popen[str]) -> tuple[str, str]:
         return proc.communicate(timeout=10)
 
 
-def run_pytest(project: Project, name: str, *args: str) -> Run:
-    """`pytest` in the project folder, as a user types it, bounded by RUN_TIMEOUT.
+def run_pytest(project: Project, name: str, *args: str, state_dir: Path | None = None) -> Run:
+    """`pytest` in the project folder, as a user types it, bounded by RUN_TIMEOUT. With `state_dir` (the kept
+    servers' folder of a run with --sglang-reuse) its servers are left running: the caller stops them.
 
     The measurement's conditions are recorded but not used (`--sglang-ignore-conditions`), as everywhere in this
     suite but the tests about them (conftest.py): on a busy 2-core CI a real cell is now and then measured under
@@ -123,6 +124,8 @@ def run_pytest(project: Project, name: str, *args: str) -> Run:
     # The plugin's own SGLANG_PERF_* settings (e.g. SGLANG_PERF_SIMULATE=1 in a developer's shell) stay outside.
     env = {k: v for k, v in os.environ.items() if not k.startswith("SGLANG_PERF_") and k != "PYTEST_ADDOPTS"}
     env[RECORD_VAR] = str(project.record_file)
+    if state_dir is not None:
+        env["SGLANG_PERF_STATE_DIR"] = str(state_dir)
     with subprocess.Popen(argv, cwd=project.path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                           text=True) as proc:
         try:
@@ -132,6 +135,7 @@ def run_pytest(project: Project, name: str, *args: str) -> Run:
             pytest.fail(f"inner pytest run {name!r} exceeded {RUN_TIMEOUT:g} s:\n{out}\n{err}")
     sessions = launched_sessions(out)
     leftovers = tuple(_describe(p) for p in session_processes(sessions))
-    _kill_sessions(sessions)  # a failing run must not leave servers behind either
+    if state_dir is None:
+        _kill_sessions(sessions)  # a failing run must not leave servers behind either
     result = pytest.RunResult(proc.returncode, out.splitlines(), err.splitlines(), 0.0)
     return Run(project, name, result, sessions, leftovers)
