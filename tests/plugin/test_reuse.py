@@ -2,7 +2,7 @@
 unchanged run boots nothing and measures at once; a changed variant boots alone and its old server stops; kept
 servers stop when idle, on `sglang-perf stop`, and after their run was SIGKILLed; two runs never boot one server
 twice nor measure on it at the same time. Every pytest run is a process of its own, as a user's (the servers outlive
-it on purpose)."""
+it on purpose). The fast suite runs the iteration loop; the rest are slow (4-9 s each)."""
 
 from __future__ import annotations
 
@@ -134,6 +134,7 @@ def test_the_iteration_loop(pytester: pytest.Pytester, state: Registry) -> None:
     assert now["a"].pid == kept["a"].pid and now["b"].pid != kept["b"].pid and _alive(now["b"].pid)
 
 
+@pytest.mark.slow
 def test_idle_timeout_stops_every_process(pytester: pytest.Pytester, state: Registry) -> None:
     write_project(pytester, {"a": []})
     pytester.makepyfile(test_timed=TIMED_TEST)
@@ -148,6 +149,7 @@ def test_idle_timeout_stops_every_process(pytester: pytest.Pytester, state: Regi
     assert re.search(r"stopping the kept server: idle for \d s \(no run used it; idle timeout 2 s\)", log), log
 
 
+@pytest.mark.slow
 def test_servers_and_stop_commands(pytester: pytest.Pytester, state: Registry,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     write_project(pytester, {"a": [], "b": ["--chunked-prefill-size", "4096"]})
@@ -182,6 +184,7 @@ def test_hold(sglang_perf):
 """
 
 
+@pytest.mark.slow
 def test_a_sigkilled_run_leaves_its_kept_server_to_its_idle_timeout(pytester: pytest.Pytester,
                                                                     state: Registry) -> None:
     write_project(pytester, {"a": []})
@@ -196,6 +199,8 @@ def test_a_sigkilled_run_leaves_its_kept_server_to_its_idle_timeout(pytester: py
             assert inner.poll() is None and time.monotonic() < deadline, (pytester.path / "pytest.out").read_text()
             time.sleep(0.2)
         pid = int((pytester.path / "server.pid").read_text())
+        keeper = _records(state)["a"].keeper_pid
+        assert keeper is not None
         time.sleep(4)  # longer than the idle timeout: a run that measures keeps its server
         assert _alive(pid)
     finally:
@@ -206,9 +211,11 @@ def test_a_sigkilled_run_leaves_its_kept_server_to_its_idle_timeout(pytester: py
     assert _alive(pid), "a kept server must outlive a SIGKILLed run until its idle timeout"
     _wait_dead(pid, 3 + GONE_WITHIN)
     assert time.monotonic() - killed >= 2.5
+    _wait_dead(keeper, GONE_WITHIN)  # it forgets the record once the tree is gone, then exits
     assert state.all() == []
 
 
+@pytest.mark.slow
 def test_two_runs_share_one_boot_and_measure_in_turn(pytester: pytest.Pytester, state: Registry) -> None:
     write_project(pytester, {"a": []})
     pytester.makepyfile(test_timed=TIMED_TEST)
@@ -229,6 +236,7 @@ def test_two_runs_share_one_boot_and_measure_in_turn(pytester: pytest.Pytester, 
     assert spans[0][1] <= spans[1][0], f"the two runs measured at the same time: {spans}"
 
 
+@pytest.mark.slow
 def test_recording_baselines_boots_fresh(pytester: pytest.Pytester, state: Registry) -> None:
     write_project(pytester, {"a": []})
     pytester.makepyfile(test_timed=TIMED_TEST)
@@ -242,6 +250,7 @@ def test_recording_baselines_boots_fresh(pytester: pytest.Pytester, state: Regis
     assert _records(state)["a"].pid != before.pid
 
 
+@pytest.mark.slow
 def test_a_run_that_needs_the_gpus_stops_an_idle_kept_server(pytester: pytest.Pytester, state: Registry,
                                                               monkeypatch: pytest.MonkeyPatch) -> None:
     write_project(pytester, {"a": [], "b": ["--chunked-prefill-size", "4096"]})
