@@ -111,6 +111,8 @@ class Judge:
         found = self.comparable(test_id, result.variant, place)
         reference = None if found.entry is None else reference_values(found.entry, gate=self.efficiency_gate,
                                                                       slo=result.params.slo)
+        if reference is not None and result.reused:  # no boot in this run: its boot metrics are not compared
+            reference = {name: values for name, values in reference.items() if name not in BOOT_METRICS}
         checks = check_all(result.values, reference, self._tolerances(result.values), self.policy)
         if self.efficiency_gate:
             checks = judged_efficiency(checks, None if found.entry is None else found.entry.roofline,

@@ -9,6 +9,7 @@ baseline recording), which stale server to stop, and what the run's cells say ab
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import socket
 import time
@@ -40,6 +41,11 @@ from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.variant_run import VariantRun
 
 _SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+INHERITED = ("SGLANG_", "SGL_", "CUDA_", "NCCL_", "TORCH", "PYTORCH_", "HF_", "TRANSFORMERS_", "OMP_", "NVIDIA_",
+             "LD_LIBRARY_PATH")
+"""The inherited environment variables a server may read (SGLang's, the simulator's SGLANG_SIM_*, CUDA's, NCCL's,
+torch's, Hugging Face's, OpenMP's): part of the key beside the variant's own `env`; the plugin's SGLANG_PERF_* are
+not (they steer the run, not the server)."""
 
 
 class SessionKept:
@@ -61,10 +67,13 @@ class SessionKept:
             self._settings.model, self._settings.root)
         config = None if model_dir is None else config_file_hash(model_dir / "config.json")
         env = dict(sorted(plan.env.items()))
+        inherited = {k: v for k, v in sorted(os.environ.items()) if k.startswith(INHERITED)
+                     and not k.startswith("SGLANG_PERF_") and k not in env}
         pool = self._pool()
         exact = {
             "command": shlex.join(plan.command),
             "env": json.dumps(env),
+            "inherited env": json.dumps(inherited),
             "model": f"{self._settings.model} (config.json {config or 'not found'})",
             "sglang": self._version() + (" (simulator)" if plan.simulated else ""),
             "gpus": "claimed from " + ",".join(pool) if pool else "as the server places itself",
@@ -72,8 +81,7 @@ class SessionKept:
         }
         secrets = secret_values(plan.command, plan.api_key, plan.admin_api_key)
         shown = {**exact, "command": redact_text(shlex.join(redact_argv(plan.command)), secrets),
-                 "env": json.dumps({k: "***" if any(w in k.upper() for w in _SECRET_WORDS) else v
-                                    for k, v in env.items()})}
+                 "env": _shown_env(env), "inherited env": _shown_env(inherited)}
         return exact, shown
 
     # -- attach or boot --------------------------------------------------------------------------------------------
@@ -266,6 +274,10 @@ def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
     return out
 
 
+def _shown_env(env: Mapping[str, str]) -> str:
+    return json.dumps({k: "***" if any(w in k.upper() for w in _SECRET_WORDS) else v for k, v in env.items()})
+
+
 def _visible(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(part.strip() for part in env.get(VISIBLE, "").split(",") if part.strip())
 
@@ -282,8 +294,6 @@ def _create_time(pid: int | None) -> float | None:
 
 
 def _pid() -> int:
-    import os
-
     return os.getpid()
 
 

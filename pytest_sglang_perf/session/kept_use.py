@@ -4,7 +4,7 @@ report read."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pytest_sglang_perf.server.kept_locks import FileLock
 
@@ -19,12 +19,14 @@ class KeptUse:
     run_number: int
     """This run is the server's n-th (1: the run that booted it)."""
     lock: FileLock
+    attached_at: float = field(default_factory=time.time)
+    """When this run took the server (its age is told as of then, the same in every line of the run)."""
 
     def describe(self, now: float | None = None) -> str:
         """What a cell says about its server: `reused kept server 3f2a.. (booted 4 min ago; run 3 on it)`."""
         if not self.reused:
             return f"booted by this run and kept (key {self.key})"
-        age = max((time.time() if now is None else now) - self.booted_at, 0.0)
+        age = max((self.attached_at if now is None else now) - self.booted_at, 0.0)
         return f"reused kept server {self.key} (booted {_ago(age)} ago; run {self.run_number} on it)"
 
 

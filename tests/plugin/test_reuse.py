@@ -18,7 +18,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from perf_project import server_processes, write_project
+from perf_project import LOOSE, server_processes, write_project
 
 from pytest_sglang_perf.cli.main import main as sglang_perf
 from pytest_sglang_perf.server.kept import KeptServer, Registry
@@ -265,3 +265,32 @@ def test_a_run_that_needs_the_gpus_stops_an_idle_kept_server(pytester: pytest.Py
     other.stdout.fnmatch_lines([f"*[[]b[]] kept server {held.key} (a) stopped: this run needs its GPUs 0*"])
     _wait_dead(held.pid, GONE_WITHIN)
     assert _records(state)["b"].gpus == ("0",)
+
+
+@pytest.mark.slow
+def test_a_server_variable_of_the_environment_is_part_of_the_key(pytester: pytest.Pytester, state: Registry,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    write_project(pytester, {"a": []})
+    pytester.makepyfile(test_timed=TIMED_TEST)
+    _run(pytester).assert_outcomes(passed=1)
+    monkeypatch.setenv("SGLANG_SIM_DECODE_TOK_S", "1500")  # the simulator reads it: another server
+    again = _run(pytester)
+    again.assert_outcomes(passed=1)
+    assert _booted(again) == ["a"]
+    again.stdout.fnmatch_lines(['*[[]a[]] kept server * stopped: inherited env: {} -> {"SGLANG_SIM_DECODE_TOK_S": '
+                                '"1500"} changed*'])
+
+
+@pytest.mark.slow
+def test_a_gate_on_a_reused_server_compares_what_it_measured(pytester: pytest.Pytester, state: Registry) -> None:
+    write_project(pytester, {"a": []}, extra=LOOSE)
+    pytester.makepyfile(test_timed=TIMED_TEST)
+    _run(pytester, "--sglang-update-baselines").assert_outcomes(passed=1)
+    recorded = json.loads(next((pytester.path / "baselines").glob("*.json")).read_text())
+    assert "boot_seconds" in json.dumps(recorded)
+    gate = _run(pytester, "--sglang-require-baselines", "--sglang-results", "gate.json", "-v")
+    gate.assert_outcomes(passed=1)
+    assert _attached(gate) == ["a"]
+    (cell,) = json.loads((pytester.path / "gate.json").read_text())["cells"]
+    assert cell["verdict"] == "ok" and cell["reused"] and "boot_seconds" not in cell["metrics"]
+    assert cell["metrics"]["output_throughput"]["verdict"] == "ok"
