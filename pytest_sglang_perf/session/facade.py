@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -133,8 +134,9 @@ class PerfSession:
         """The GPU probe's report, the variants' model bytes and each decode cell's bandwidth ceiling."""
         from pytest_sglang_perf.session.roofline import SessionRoofline
 
+        cache = None if self.kept is None else self.kept.registry.folder / f"probe-{socket.gethostname()}.json"
         return SessionRoofline(self.settings, self.plans.targets, simulate=self.options.simulate,
-                               probe=self.options.probe, say=self.live.note)
+                               probe=self.options.probe, say=self.live.note, cache=cache)
 
     @cached_property
     def conditions(self) -> SessionConditions:  # what a measurement's conditions do to its verdict and recording

@@ -46,7 +46,7 @@ class SessionRoofline:
     """What the session knows about the physical limit: the probe's report and each variant's model bytes."""
 
     def __init__(self, settings: Settings, gpus: TargetGpus, *, simulate: bool, probe: bool = True,
-                 say: Callable[[str], None] | None = None) -> None:
+                 say: Callable[[str], None] | None = None, cache: Path | None = None) -> None:
         self._settings = settings
         self._gpus = gpus
         self._simulate = simulate
@@ -55,6 +55,8 @@ class SessionRoofline:
         self.probe: ProbeReport | None = None
         """The probe's report, once it ran (a real run on a host with GPUs, before its first boot)."""
         self._weights: dict[str, WeightBytes | str] = {}
+        self._cache = cache
+        """--sglang-reuse: where the probe's report is kept for a later run that boots nothing (docs/reuse.md)."""
 
     def before_boot(self, visible: str | None = None) -> None:
         """Run the probe once, in a process of its own, before any server holds the GPUs' memory; `visible`: the
@@ -67,11 +69,41 @@ class SessionRoofline:
                   "prefill ceilings (--sglang-no-probe skips it)")
         self.probe = probe_in_subprocess(visible=visible)
         self._say(f"GPU probe: {probe_text(self.probe)}")
+        self._keep_probe()
+
+    def _keep_probe(self) -> None:
+        if self._cache is None or self.probe is None:
+            return
+        from datetime import datetime
+
+        self._cache.parent.mkdir(parents=True, exist_ok=True)
+        doc = {"at": datetime.now().isoformat(timespec="seconds"), "report": self.probe.to_dict()}
+        self._cache.write_text(json.dumps(doc, indent=2) + "\n", encoding="utf-8")
+
+    def _earlier_probe(self) -> None:
+        """A run on kept servers boots nothing, so it never probes: the report of the run that did, on this host's
+        same GPUs, stands in (said so in its `via`)."""
+        if (self.probe is not None or self._cache is None or self._simulate or not self._probe_wanted
+                or not self._gpus.names):
+            return
+        from pytest_sglang_perf.hardware.probe import ProbeReport
+
+        try:
+            doc = json.loads(self._cache.read_text(encoding="utf-8"))
+            report = ProbeReport.from_dict(doc["report"])
+        except (OSError, ValueError, KeyError, TypeError):
+            return
+        if sorted(gpu.name for gpu in report.gpus) != sorted(self._gpus.names):
+            return
+        self.probe = replace(report, via=f"{report.via}; probed at {doc.get('at')} by the run that booted the kept "
+                                         "servers (--sglang-reuse)")
+        self._say(f"GPU probe (an earlier run's): {probe_text(self.probe)}")
 
     def annotate(self, run: VariantRun, result: Result) -> Result:
         """`result` with its decode ceiling, or the reason it has none; with `tolerance.bandwidth_efficiency` set,
         its per-request share of the ceiling too (the optional gate, gate/efficiency.py); a prefill cell with its
         compute ceiling (session/prefill_roofline.py)."""
+        self._earlier_probe()
         result = replace(result, prefill_roofline=self._prefill(run, result))
         try:
             ceiling = self.ceiling(run, result)

@@ -196,3 +196,18 @@ def test_attention_data_parallel_replicates_attention_and_a_layout_it_cannot_mod
     assert dp.step.target > plain.step.target  # each GPU holds all the attention weights of its DP group
     odd = _session(tmp_path).ceiling(_run(LLAMA, {"tp_size": 8, "ep_size": 3}), _result((150.0,)))
     assert isinstance(odd, str) and "parallel layout" in odd and "ep" in odd
+
+
+def test_a_run_on_kept_servers_uses_the_probe_of_the_run_that_booted_them(tmp_path: Path) -> None:
+    settings = Settings("test", tmp_path, LLAMA)
+    cache = tmp_path / "state" / "probe-host.json"
+    booting = SessionRoofline(settings, H200, simulate=False, cache=cache)
+    booting.probe = _measured(4200.0)
+    booting._keep_probe()
+    reusing = SessionRoofline(settings, H200, simulate=False, cache=cache)
+    ceiling = reusing.annotate(_run(LLAMA, {"tp_size": 1}), _result((150.0,))).roofline
+    assert isinstance(ceiling, DecodeCeiling) and ceiling.bandwidth.gb_s == pytest.approx(4200.0)
+    assert reusing.probe is not None and "by the run that booted the kept servers (--sglang-reuse)" in reusing.probe.via
+    other_gpus = SessionRoofline(settings, TargetGpus(("NVIDIA H100 80GB HBM3",), 1), simulate=False, cache=cache)
+    other_gpus.annotate(_run(LLAMA, {"tp_size": 1}), _result((150.0,)))
+    assert other_gpus.probe is None  # another host's GPUs: the datasheet, as without reuse
