@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pytest_sglang_perf.server.kept import (
     KeptServer,
     Registry,
+    duration_text,
     idle_seconds,
     keeper_process,
     server_process,
@@ -55,13 +56,13 @@ def _row(registry: Registry, record: KeptServer, now: float) -> tuple[str, ...]:
     process = server_process(record)
     idle = idle_seconds(record, now)
     busy = in_use(registry.use_lock_file(record.key))
-    state = ("in use by a run" if busy else f"stops after {_duration(record.idle_timeout)} idle"
+    state = ("in use by a run" if busy else f"stops after {duration_text(record.idle_timeout)} idle"
              if process is not None else "gone (its process exited)")
     if process is not None and keeper_process(record) is None:
         state = "no keeper: will not stop when idle (sglang-perf stop it)"
     memory = "-" if process is None else f"{tree_memory(process) / 2**30:.2f} GiB RSS"
-    return (record.key, record.variant, record.base_url, str(record.pid), _duration(now - record.booted_at),
-            "-" if busy or idle is None else _duration(idle), ",".join(record.gpus) or "-", memory,
+    return (record.key, record.variant, record.base_url, str(record.pid), duration_text(now - record.booted_at),
+            "-" if busy or idle is None else duration_text(idle), ",".join(record.gpus) or "-", memory,
             state + (" (SIMULATED)" if record.simulated else ""))
 
 
@@ -88,11 +89,3 @@ def stop_command(wanted: Sequence[str], *, every: bool, force: bool, registry: R
 
 def _matches(record: KeptServer, wanted: str) -> bool:
     return record.key.startswith(wanted) or record.variant == wanted
-
-
-def _duration(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f}s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f}m"
-    return f"{seconds / 3600:.1f}h"

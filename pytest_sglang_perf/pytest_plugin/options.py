@@ -194,32 +194,29 @@ def _count(value: object) -> int:
     return count
 
 
-def _seconds(value: object) -> float:
+def _heartbeat(value: object) -> float:
     from pytest_sglang_perf.server.progress import HEARTBEAT_SECONDS
 
-    if value in (None, ""):
-        return HEARTBEAT_SECONDS
-    try:
-        seconds = float(str(value))
-    except ValueError:
-        seconds = -1.0
-    if not 0 <= seconds < float("inf"):
-        raise pytest.UsageError(f"--sglang-heartbeat: expected seconds >= 0 (0 turns it off), got {value!r}")
-    return seconds
+    return _seconds(value, "--sglang-heartbeat", HEARTBEAT_SECONDS, zero="0 turns it off")
 
 
 def _idle(value: object) -> float:
     from pytest_sglang_perf.server.kept import DEFAULT_IDLE_SECONDS
 
+    return _seconds(value, "--sglang-reuse-idle", DEFAULT_IDLE_SECONDS, zero=None)
+
+
+def _seconds(value: object, option: str, default: float, *, zero: str | None) -> float:
+    """A finite number of seconds, `default` when unset; 0 only when `zero` says what it means."""
     if value in (None, ""):
-        return DEFAULT_IDLE_SECONDS
+        return default
     try:
         seconds = float(str(value))
     except ValueError:
         seconds = -1.0
-    if not 0 < seconds < float("inf"):
-        raise pytest.UsageError(f"--sglang-reuse-idle: expected seconds > 0 (how long a kept server waits for its "
-                                f"next run), got {value!r}")
+    if not (seconds >= 0 if zero else seconds > 0) or seconds == float("inf"):
+        wanted = f">= 0 ({zero})" if zero else "> 0"
+        raise pytest.UsageError(f"{option}: expected seconds {wanted}, got {value!r}")
     return seconds
 
 
@@ -262,7 +259,7 @@ def resolve_options(config: pytest.Config) -> RunOptions:
         fail_inconclusive=bool(_raw(config, "fail-inconclusive")),
         boots=_count(_raw(config, "boots")),
         verbosity=config.get_verbosity(),
-        heartbeat=_seconds(_raw(config, "heartbeat")),
+        heartbeat=_heartbeat(_raw(config, "heartbeat")),
         probe=not _raw(config, "no-probe"),
         gpu_lock_dir=_path(config, _raw(config, "gpu-lock-dir")),
         ignore_conditions=bool(_raw(config, "ignore-conditions")),

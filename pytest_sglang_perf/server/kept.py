@@ -212,3 +212,12 @@ def server_info_hash(info: Mapping[str, Any]) -> str:
     """The hash of a `/server_info` document without its volatile fields: the same server answers the same hash."""
     stable = {key: value for key, value in info.items() if key not in VOLATILE_INFO}
     return hashlib.sha256(json.dumps(stable, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def duration_text(seconds: float) -> str:
+    """`42 s`, `4 min`, `1.5 h`: an age or idle time as the kept servers' lines tell it."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+from pytest_sglang_perf.server.kept import duration_text
 from pytest_sglang_perf.server.kept_locks import FileLock
 
 
@@ -27,12 +28,4 @@ class KeptUse:
         if not self.reused:
             return f"booted by this run and kept (key {self.key})"
         age = max((self.attached_at if now is None else now) - self.booted_at, 0.0)
-        return f"reused kept server {self.key} (booted {_ago(age)} ago; run {self.run_number} on it)"
-
-
-def _ago(seconds: float) -> str:
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+        return f"reused kept server {self.key} (booted {duration_text(age)} ago; run {self.run_number} on it)"

@@ -162,7 +162,7 @@ def test_servers_and_stop_commands(pytester: pytest.Pytester, state: Registry,
     rows = {line.split()[0]: line.split() for line in listing.splitlines()[1:-1]}
     for record in kept.values():
         assert rows[record.key][:4] == [record.key, record.variant, record.base_url, str(record.pid)]
-    assert "(2 kept in " in listing and "GiB RSS" in listing and "stops after 15m idle (SIMULATED)" in listing
+    assert "(2 kept in " in listing and "GiB RSS" in listing and "stops after 15 min idle (SIMULATED)" in listing
 
     assert sglang_perf(["stop", kept["a"].key[:6]]) == 0
     assert f"kept server {kept['a'].key} (a) stopped" in capsys.readouterr().out
@@ -294,3 +294,12 @@ def test_a_gate_on_a_reused_server_compares_what_it_measured(pytester: pytest.Py
     (cell,) = json.loads((pytester.path / "gate.json").read_text())["cells"]
     assert cell["verdict"] == "ok" and cell["reused"] and "boot_seconds" not in cell["metrics"]
     assert cell["metrics"]["output_throughput"]["verdict"] == "ok"
+
+
+@pytest.mark.parametrize("given", ["0", "soon", "inf"])
+def test_a_bad_idle_timeout_is_refused_naming_the_option(pytester: pytest.Pytester, given: str) -> None:
+    write_project(pytester, {"a": []})
+    pytester.makepyfile(test_timed=TIMED_TEST)
+    result = pytester.runpytest("--sglang-simulate", "--sglang-reuse", "--sglang-reuse-idle", given)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*--sglang-reuse-idle: expected seconds > 0, got '{given}'"])
