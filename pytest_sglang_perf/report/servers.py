@@ -27,14 +27,19 @@ def server_summary(runs: Iterable[VariantRun], simulated: bool, *, brief: bool =
     """The summary's servers section (see describe.server_summary_lines; `brief` at pytest's default verbosity)."""
     booted = _booted(runs)
     configs = {run.name: config for run, config, _ in booted}
-    facts = {run.name: run.startup for run, _, _ in booted if run.startup is not None}
+    facts = {run.name: run.startup for run, _, _ in booted if run.startup is not None and not _reused(run)}
     boot_seconds = {run.name: server.boot_seconds for run, _, server in booted}
-    uses = {run.name: use for run, _, _ in booted if (use := _graph_use(run)) is not None}
+    uses = {run.name: use for run, _, _ in booted if (use := _graph_use(run)) is not None and not _reused(run)}
     remote = {run.name: run.plan.url for run, _, _ in booted if run.plan.url is not None}
     reused = {run.name: run.kept.describe() for run, _, _ in booted if run.kept is not None and run.kept.reused}
     lines = server_summary_lines(configs, facts, boot_seconds, simulated, uses, brief=brief, remote=remote,
                                  reused=reused)
     return [*lines, "(-v shows what each server ran and its startup facts)"] if brief and lines else lines
+
+
+def _reused(run: VariantRun) -> bool:
+    """A kept server an earlier run booted: its startup and its log's counts are that boot's, not this run's."""
+    return run.kept is not None and run.kept.reused
 
 
 def _booted(runs: Iterable[VariantRun]) -> list[tuple[VariantRun, EffectiveConfig, RunningServer]]:
@@ -63,8 +68,8 @@ def server_records(runs: Iterable[VariantRun]) -> dict[str, dict[str, Any]]:
             "url": run.plan.url,
             "kept": None if run.kept is None else run.kept.key,
             "reused": reused,
-            "startup": None if run.startup is None else run.startup.to_dict(),
-            "graph_use": None if use is None else use.to_dict(),
+            "startup": None if run.startup is None or reused else run.startup.to_dict(),
+            "graph_use": None if use is None or reused else use.to_dict(),
             "cuda_visible_devices": server.plan.env.get("CUDA_VISIBLE_DEVICES"),
             "worker": os.environ.get("PYTEST_XDIST_WORKER"),
         }
@@ -87,6 +92,6 @@ def server_failure_lines(run: VariantRun) -> list[str]:
     """What a failing test's report says about its variant's server (see describe.failure_lines)."""
     if run.config is None or run.server is None:
         return []
-    remote = run.plan.url is not None
-    return failure_lines(run.config, None if remote else run.startup, None if remote else run.server.boot_seconds,
+    unseen = run.plan.url is not None or _reused(run)  # no boot of this run: its startup was not observed
+    return failure_lines(run.config, None if unseen else run.startup, None if unseen else run.server.boot_seconds,
                          shown_path(run.server.log_path, Path.cwd()))

@@ -40,6 +40,12 @@ def state_folder(environ: Mapping[str, str] = os.environ) -> Path:
     return Path(base) / "pytest-sglang-perf" / "servers"
 
 
+def this_host() -> str:
+    import socket
+
+    return socket.gethostname()
+
+
 def server_key(parts: Mapping[str, str]) -> str:
     """The key of a server made of `parts` (their exact text, secrets included, so that a changed key changes it)."""
     text = json.dumps(dict(sorted(parts.items())), sort_keys=True)

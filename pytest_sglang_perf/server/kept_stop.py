@@ -10,10 +10,11 @@ stopped unless `force` says so.
 from __future__ import annotations
 
 import signal
+from collections.abc import Callable
 
 import psutil
 
-from pytest_sglang_perf.server.kept import KeptServer, Registry, keeper_process, server_process
+from pytest_sglang_perf.server.kept import KeptServer, Registry, keeper_process, server_process, this_host
 from pytest_sglang_perf.server.kept_locks import FileLock
 from pytest_sglang_perf.server.process_tree import group_members, signal_each, signal_group, wait_gone
 
@@ -56,3 +57,11 @@ def _stop_tree(record: KeptServer, process: psutil.Process, tree: list[psutil.Pr
         signal_group(record.pid, signal.SIGKILL)
     signal_each(left, signal.SIGKILL)
     wait_gone(left, 5.0)
+
+
+def evict_idle(registry: Registry, pool: tuple[str, ...], say: Callable[[str], None]) -> None:
+    """Stop the idle kept servers of this host that hold GPUs of `pool`: a run that needs GPUs comes first (with
+    --sglang-reuse or not)."""
+    for record in registry.all():
+        if record.host == this_host() and set(record.gpus) & set(pool) and stop_kept(registry, record) is None:
+            say(f"kept server {record.key} ({record.variant}) stopped: this run needs its GPUs {','.join(record.gpus)}")

@@ -253,15 +253,31 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+class _Terminated(Exception):
+    """SIGTERM reached the watchdog."""
+
+
+def _terminated(signum: int, frame: object) -> None:
+    raise _Terminated
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parse(argv)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a Ctrl-C meant for pytest: pytest stops the server itself
     guard = Guard(args.name, args.token, args.grace)
-    if not guard.follow(args.fd):
-        if guard.keep is None:
+    signal.signal(signal.SIGTERM, _terminated)
+    try:
+        if not guard.follow(args.fd):
+            if guard.keep is None:
+                guard.stop_server()
+            else:
+                guard.keep_alone()
+    except _Terminated:  # a kept server's keeper is the only thing that would stop it: it goes with its keeper
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        if guard.keep is not None:
+            guard.say("the keeper got SIGTERM: stopping the kept server")
             guard.stop_server()
-        else:
-            guard.keep_alone()
+            guard.keep.forget(guard.pgid)
     return 0
 
 

@@ -51,13 +51,13 @@ class SessionBoots:
         self._kept = kept
         """--sglang-reuse: servers are kept after the run, and a kept one of the same key is attached to."""
 
-    def boot(self, run: VariantRun) -> None:
+    def boot(self, run: VariantRun, *, fresh: bool = False) -> None:
         """Boot the variant's server unless it runs, or attach to its remote server (a failed boot is raised again),
         then read what it runs and place it."""
         if run.boot_error is not None:
             raise run.boot_error
         try:
-            started = self._start(run)
+            started = self._start(run, fresh)
         except BootError as exc:
             run.boot_error = exc
             self._gpus.release(run)
@@ -72,14 +72,14 @@ class SessionBoots:
             run.place = server_place(run.plan, self._parser(), model=self._settings.model, root=self._settings.root,
                                      gpu_name=self._gpu_name(run), simulated=self._simulate)
 
-    def _start(self, run: VariantRun) -> bool:
+    def _start(self, run: VariantRun, fresh: bool = False) -> bool:
         """Start (or attach) the variant's server when none runs; whether a server process was started."""
         if run.plan.url is not None and run.server is None:
             run.server = attach_server(run.plan, self._log_path(run), self._settings.request.timeout,
                                        self._live.detail)
         elif run.process is None and run.plan.url is None and run.kept is None:
             if self._kept is not None:
-                return self._kept.start(run, lambda log_path: self._launch(run, log_path))
+                return self._kept.start(run, lambda log_path: self._launch(run, log_path), fresh=fresh)
             self._launch(run, self._log_path(run))
             return True
         return False
@@ -122,9 +122,7 @@ class SessionBoots:
 
     def done(self, run: VariantRun) -> None:
         """The variant's tests are over: a kept server stays up for the next run (--sglang-reuse), any other stops."""
-        if self._kept is not None and run.kept is not None:
-            self._kept.let_go(run)
-        else:
+        if self._kept is None or run.kept is None or not self._kept.let_go(run):
             self.stop(run)
 
     def stop(self, run: VariantRun, *, keep_claim: bool = False) -> None:

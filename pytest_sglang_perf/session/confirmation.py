@@ -66,7 +66,8 @@ class Confirmation:
         variant whose server was booted again since the measurement is re-measured there, a fresh boot already."""
         if run.boot_error is not None:  # its last boot failed: booting again raises that failure, said once more
             return Plan(reboot=True, fresh=True)
-        if run.plan.url is not None or run.process is None:
+        reused = run.kept is not None and run.kept.reused  # a kept server this run attached to: it may reboot it
+        if run.plan.url is not None or (run.process is None and not reused):
             return Plan(reboot=False, fresh=False, other_boot=self.other_boot(run.name, result.boot))
         moved = result.boot is not None and result.boot != run.boots
         regressed = {c.metric for c in cell.checks if c.verdict is Verdict.REGRESSED}

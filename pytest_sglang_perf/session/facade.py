@@ -149,9 +149,15 @@ class PerfSession:
     def gpus(self) -> SessionGpus:  # the GPUs each server gets (a claim of its own on a multi-GPU host)
         from pytest_sglang_perf.session.gpus import SessionGpus
 
-        evict = None if self.kept is None else self.kept.evict
         return SessionGpus(self.options, self.settings.startup_timeout, lambda: self.plans.parser, self.live,
-                           evict=evict)
+                           evict=self._evict_kept)
+
+    def _evict_kept(self, pool: tuple[str, ...], say: Callable[[str], None]) -> None:
+        """A GPU claim waits: stop the idle kept servers (docs/reuse.md) that hold GPUs of its pool."""
+        from pytest_sglang_perf.server.kept import Registry, state_folder
+        from pytest_sglang_perf.server.kept_stop import evict_idle
+
+        evict_idle(self.kept.registry if self.kept is not None else Registry(state_folder()), pool, say)
 
     @cached_property
     def kept(self) -> SessionKept | None:  # --sglang-reuse: servers kept after the run, and attached to
@@ -224,7 +230,7 @@ class PerfSession:
     def _reboot(self, run: VariantRun) -> None:
         """Stop the variant's server and boot it again on the same GPUs (the claim is kept)."""
         self.boots.stop(run, keep_claim=True)
-        self.boots.boot(run)
+        self.boots.boot(run, fresh=True)
 
     def _confirmation_boot(self, run: VariantRun) -> None:
         """A fresh boot to confirm a regression on (session/confirmation.py); VariantUnavailable with the boot's

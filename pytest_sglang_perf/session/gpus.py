@@ -62,13 +62,12 @@ class SessionGpus:
         return plan
 
     def _waiting(self, run: VariantRun, message: str) -> None:
-        """A claim waits: first stop the idle kept servers that hold GPUs of the pool (once), then say so."""
+        """A claim waits: first stop the idle kept servers that hold GPUs of the pool, then say so."""
         def say(line: str) -> None:
             self._live.note(f"[{run.name}] {line}")
 
-        if self._evict is not None:
-            evict, self._evict = self._evict, None
-            evict(self.pool, say)
+        if self._evict is not None:  # at each note while it waits: a kept server may have gone idle meanwhile
+            self._evict(self.pool, say)
         say(message)
 
     @staticmethod

@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import shlex
-import socket
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -31,6 +30,7 @@ from pytest_sglang_perf.server.kept import (
     server_key,
     server_process,
     state_folder,
+    this_host,
 )
 from pytest_sglang_perf.server.kept_locks import FileLock
 from pytest_sglang_perf.server.kept_stop import stop_kept
@@ -77,7 +77,7 @@ class SessionKept:
             "model": f"{self._settings.model} (config.json {config or 'not found'})",
             "sglang": self._version() + (" (simulator)" if plan.simulated else ""),
             "gpus": "claimed from " + ",".join(pool) if pool else "as the server places itself",
-            "host": socket.gethostname(),
+            "host": this_host(),
         }
         secrets = secret_values(plan.command, plan.api_key, plan.admin_api_key)
         shown = {**exact, "command": redact_text(shlex.join(redact_argv(plan.command)), secrets),
@@ -86,9 +86,10 @@ class SessionKept:
 
     # -- attach or boot --------------------------------------------------------------------------------------------
 
-    def start(self, run: VariantRun, boot: Callable[[Path], None]) -> bool:
+    def start(self, run: VariantRun, boot: Callable[[Path], None], *, fresh: bool = False) -> bool:
         """Attach the variant to its kept server, or boot one with `boot(log_path)` and keep it; whether a server
-        was booted. Raises BootError (not started) when the kept server stays locked by another run."""
+        was booted. `fresh`: always boot (a reboot: a confirmation, more boots). Raises BootError (not started) when
+        the kept server stays locked by another run."""
         exact, shown = self.parts(run)
         key = server_key(exact)
         self.registry.ensure()
@@ -97,9 +98,10 @@ class SessionKept:
         try:
             self._stop_stale(run, key, shown)
             record = self.registry.get(key)
+            if record is not None and self._attach(run, record, fresh):
+                return False
+            record = self.registry.get(key)  # gone meanwhile when its keeper stopped it
             if record is not None:
-                if self._attach(run, record):
-                    return False
                 self._replace(run, record)
             boot(self.registry.log_file(key))
             self._register(run, key, shown)
@@ -108,7 +110,7 @@ class SessionKept:
             boot_lock.release()
 
     def _take(self, run: VariantRun, lock: FileLock, why: str) -> None:
-        timeout = self._settings.startup_timeout
+        timeout = self._settings.startup_timeout * (3 if lock.path.name.endswith(".boot.lock") else 1)
         waited = lock.acquire(timeout, lambda seconds: self._live.note(
             f"[{run.name}] waiting for the kept server's lock ({why}; {seconds:.0f} s so far)"))
         if not waited:
@@ -118,15 +120,17 @@ class SessionKept:
                                 "for that run, pass --sglang-reuse-shared to measure beside it, or run without "
                                 "--sglang-reuse to boot a server of this run's own"))
 
-    def _attach(self, run: VariantRun, record: KeptServer) -> bool:
+    def _attach(self, run: VariantRun, record: KeptServer, fresh: bool) -> bool:
         """Attach to the kept server when it may be used (its use lock taken); whether it was."""
-        problem = self._unusable(record, run)
+        problem = "a fresh boot was asked for (a reboot)" if fresh else self._unusable(record, run)
         if problem is not None:
             self._live.note(f"[{run.name}] kept server {record.key} not reused: {problem}")
             return False
         lock = FileLock(self.registry.use_lock_file(record.key), shared=self._options.reuse_shared)
         self._take(run, lock, f"run pid {record.last_user} is measuring on it")
-        problem = self._unusable(record, run)  # it may have been stopped while this run waited
+        current = self.registry.get(record.key)  # it may have been stopped while this run waited
+        problem = "it was stopped while this run waited" if current is None or (current.pid, current.create_time) != (
+            record.pid, record.create_time) else self._unusable(current, run)
         if problem is not None:
             lock.release()
             self._live.note(f"[{run.name}] kept server {record.key} not reused: {problem}")
@@ -144,6 +148,8 @@ class SessionKept:
 
         if self._options.update_baselines:
             return "recording baselines boots a fresh server (docs/reuse.md)"
+        if self._options.boots > 1:
+            return f"--sglang-boots {self._options.boots} measures fresh boots"
         if server_process(record) is None:
             return f"its process (pid {record.pid}) is gone"
         if keeper_process(record) is None:
@@ -196,7 +202,7 @@ class SessionKept:
 
         assert run.process is not None and run.server is not None
         lock = FileLock(self.registry.use_lock_file(key), shared=self._options.reuse_shared)
-        lock.try_acquire()  # nobody else knows the server yet
+        self._take(run, lock, "a run still measures on the server it replaced")
         try:
             info_hash = server_info_hash(fetch_server_info(run.server.base_url, run.plan.api_key))
         except ServerInfoError:
@@ -212,18 +218,29 @@ class SessionKept:
             simulated=run.plan.simulated, stop_grace=self._settings.stop_grace, keeper_pid=watchdog,
             keeper_create_time=_create_time(watchdog), last_user=_pid(), server_info_hash=info_hash,
             host=shown["host"])
-        self.registry.put(record)
-        run.process.keep(Keep(self.registry.record_file(key), self.registry.use_lock_file(key),
-                              self._options.reuse_idle))
+        try:
+            self.registry.put(record)
+            run.process.keep(Keep(self.registry.record_file(key), self.registry.use_lock_file(key),
+                                  self._options.reuse_idle))
+        except BaseException:  # a Ctrl-C, a full disk: not kept (the run stops the server as any other)
+            self.registry.drop(key)
+            lock.release()
+            raise
         run.kept = KeptUse(key, False, record.booted_at, 1, lock)
 
     # -- the variant's end -----------------------------------------------------------------------------------------
 
-    def let_go(self, run: VariantRun) -> None:
-        """The variant's tests are done: the server stays for the next run; this run's locks and descriptors go."""
+    def let_go(self, run: VariantRun) -> bool:
+        """The variant's tests are done: the server stays for the next run; this run's locks and descriptors go.
+        False (nothing let go) when it cannot be kept: its keeper or its record is gone; the run stops it then."""
         kept = run.kept
         if kept is None:
-            return
+            return False
+        record = self.registry.get(kept.key)
+        if record is None or keeper_process(record) is None:
+            why = "its record is gone" if record is None else "its keeper is gone (killed?), so nothing would stop it"
+            self._live.note(f"[{run.name}] kept server {kept.key} stopped instead of kept: {why}")
+            return False
         if run.process is not None:
             run.process.detach()
             run.process = None
@@ -234,27 +251,32 @@ class SessionKept:
         kept.lock.release()
         self._live.detail(f"[{run.name}] server kept ({kept.key}): it stops after {self._options.reuse_idle:g} s "
                           "without a run, or on `sglang-perf stop`")
+        return True
 
     def forget(self, run: VariantRun) -> None:
-        """The variant's kept server is being stopped by this run (a reboot): its record and lock go first."""
+        """This run stops the variant's kept server (a reboot, the end of a run that cannot keep it): with its use
+        lock held exclusively, so no other run measures on it meanwhile; then its record goes."""
         kept, run.kept = run.kept, None
         if kept is None:
             return
-        record = self.registry.get(kept.key)
-        kept.lock.release()
-        if run.process is None and record is not None:
-            stop_kept(self.registry, record, force=True)
-        else:
-            self.registry.drop(kept.key)
-
-    def evict(self, pool: tuple[str, ...], say: Callable[[str], None]) -> None:
-        """Stop the idle kept servers that hold GPUs of `pool`: a run that needs GPUs comes first."""
-        for record in self.registry.all():
-            if record.host == socket.gethostname() and set(record.gpus) & set(pool):
-                why = stop_kept(self.registry, record)
-                if why is None:
-                    say(f"kept server {record.key} ({record.variant}) stopped: this run needs its GPUs "
-                        f"{','.join(record.gpus)}")
+        lock = kept.lock
+        if not lock.held or lock.shared:
+            lock.release()
+            lock = FileLock(self.registry.use_lock_file(kept.key))
+            if not lock.acquire(self._settings.startup_timeout, lambda seconds: self._live.note(
+                    f"[{run.name}] waiting for another run to finish measuring on kept server {kept.key} before "
+                    f"stopping it ({seconds:.0f} s so far)")):
+                self._live.note(f"[{run.name}] kept server {kept.key} left running: another run measures on it; "
+                                "it stops at its idle timeout")
+                return
+        try:
+            record = self.registry.get(kept.key)
+            if run.process is None and record is not None:
+                stop_kept(self.registry, record, force=True)  # the lock is this run's: force passes it
+            else:
+                self.registry.drop(kept.key)
+        finally:
+            lock.release()
 
 
 def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:

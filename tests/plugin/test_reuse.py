@@ -303,3 +303,17 @@ def test_a_bad_idle_timeout_is_refused_naming_the_option(pytester: pytest.Pytest
     result = pytester.runpytest("--sglang-simulate", "--sglang-reuse", "--sglang-reuse-idle", given)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines([f"*--sglang-reuse-idle: expected seconds > 0, got '{given}'"])
+
+
+@pytest.mark.slow
+def test_a_keeper_stopped_by_hand_takes_its_server_with_it(pytester: pytest.Pytester, state: Registry) -> None:
+    write_project(pytester, {"a": []})
+    pytester.makepyfile(test_timed=TIMED_TEST)
+    _run(pytester).assert_outcomes(passed=1)
+    record = _records(state)["a"]
+    assert record.keeper_pid is not None
+    os.kill(record.keeper_pid, signal.SIGTERM)
+    _wait_dead(record.pid, GONE_WITHIN)
+    _wait_dead(record.keeper_pid, GONE_WITHIN)
+    assert state.all() == []
+    assert "the keeper got SIGTERM: stopping the kept server" in Path(record.log_path).read_text()
