@@ -22,12 +22,14 @@ from pytest_sglang_perf.measurement.request import RequestParams
 from pytest_sglang_perf.measurement.result import Result
 from pytest_sglang_perf.measurement.stats import Summary
 from pytest_sglang_perf.measurement.values import metric_values
+from pytest_sglang_perf.server.kept_locks import FileLock
 from pytest_sglang_perf.server.launcher import ServerProcess
 from pytest_sglang_perf.session.baselines import SessionBaselines
 from pytest_sglang_perf.session.cells import SessionCells
 from pytest_sglang_perf.session.conditions import SessionConditions
 from pytest_sglang_perf.session.confirmation import AUTO_REBOOT_SECONDS, Confirmation
 from pytest_sglang_perf.session.identity import ServerPlace
+from pytest_sglang_perf.session.kept_use import KeptUse
 from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.variant_run import VariantRun
 
@@ -70,7 +72,8 @@ class Reboots:
 
 
 def cells(tmp_path: Path, server: Server, *, update: bool = False, mode: str = CONFIRM_SAME_SERVER,
-          reboots: Callable[[VariantRun], None] | None = None, boot_seconds: float = 0.5) -> SessionCells:
+          reboots: Callable[[VariantRun], None] | None = None, boot_seconds: float = 0.5,
+          reused: bool = False) -> SessionCells:
     settings = Settings(source="test", root=tmp_path, model="m", baseline_dir=tmp_path / "baselines")
     options = RunOptions(update_baselines=update, ignore_conditions=True)
     run = variant_run("default")
@@ -79,6 +82,9 @@ def cells(tmp_path: Path, server: Server, *, update: bool = False, mode: str = C
         booted(run, tmp_path / "default.log", boot_seconds=boot_seconds)
         run.process = cast(ServerProcess, object())
         run.boots = 1
+    if reused:  # a kept server an earlier run booted (--sglang-reuse): no process of this run
+        run.process, run.boots = None, 0
+        run.kept = KeptUse("0123456789ab", True, 0.0, 2, FileLock(tmp_path / "use.lock"))
     runs: dict[str, VariantRun] = {"default": run}
     live = Live(lambda line: None, verbosity=0, heartbeat=0.0, simulated=True)
     baselines = SessionBaselines(settings, options, {"sglang": "sim"}, lambda: {})
@@ -129,6 +135,15 @@ def test_a_regression_is_re_measured_on_a_fresh_boot_before_it_fails(tmp_path: P
     server = Server(result(e2e=2.0))
     record = cells(tmp_path, server, mode=CONFIRM_REBOOT, reboots=Reboots(server)).check(TEST, result(e2e=2.0))
     assert record.cell.verdict is Verdict.REGRESSED and record.cell.confirmed_on == FRESH_BOOT
+
+
+def test_a_regression_on_a_reused_kept_server_is_confirmed_on_a_fresh_boot(tmp_path: Path) -> None:
+    cells(tmp_path, Server(), update=True).check(TEST, result())
+    server = Server(result())
+    reboots = Reboots(server)
+    record = cells(tmp_path, server, mode=CONFIRM_REBOOT, reboots=reboots, reused=True).check(TEST, result(e2e=2.0))
+    assert reboots.log == ["boot 1 before request 1"]
+    assert record.cell.verdict is Verdict.INCONCLUSIVE and record.cell.confirmed_on == FRESH_BOOT
 
 
 def test_auto_reboots_only_a_server_that_boots_quickly(tmp_path: Path) -> None:
