@@ -109,7 +109,8 @@ def test_the_iteration_loop(pytester: pytest.Pytester, state: Registry) -> None:
     kept = _records(state)
     assert sorted(kept) == ["a", "b"] and all(_alive(r.pid) for r in kept.values())
 
-    second = _run(pytester, "--sglang-results", "second.json")
+    second = _run(pytester, "--sglang-results", "second.json", "--sglang-markdown", "second.md",
+                  "--junitxml", "second.xml")
     second.assert_outcomes(passed=2)
     assert _booted(second) == [] and _attached(second) == ["a", "b"]
     timeline = [json.loads(line) for line in (pytester.path / "timeline.jsonl").read_text().splitlines()]
@@ -122,6 +123,12 @@ def test_the_iteration_loop(pytester: pytest.Pytester, state: Registry) -> None:
     assert all("boot_seconds" not in cell["metrics"] for cell in doc["cells"])
     assert all(server["boot_seconds"] is None and server["reused"] for server in doc["servers"].values())
     second.stdout.fnmatch_lines(["variant a (SIMULATED)*(on a reused server)*"])
+    markdown = (pytester.path / "second.md").read_text()
+    assert "### Variant `a` (SIMULATED) (reused server)" in markdown
+    said = f"Measured on a server an earlier run booted and kept (`--sglang-reuse`): reused kept server {kept['a'].key}"
+    assert said in markdown
+    junit = (pytester.path / "second.xml").read_text()
+    assert junit.count('<property name="sglang_perf.reused_server" value="reused kept server ') == 2
 
     project.write_text(project.read_text().replace('b = ["--chunked-prefill-size", "4096"]',
                                                    'b = ["--chunked-prefill-size", "2048"]'))
