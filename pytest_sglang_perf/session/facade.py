@@ -149,15 +149,7 @@ class PerfSession:
     def gpus(self) -> SessionGpus:  # the GPUs each server gets (a claim of its own on a multi-GPU host)
         from pytest_sglang_perf.session.gpus import SessionGpus
 
-        return SessionGpus(self.options, self.settings.startup_timeout, lambda: self.plans.parser, self.live,
-                           evict=self._evict_kept)
-
-    def _evict_kept(self, pool: tuple[str, ...], say: Callable[[str], None]) -> None:
-        """A GPU claim waits: stop the idle kept servers (docs/reuse.md) that hold GPUs of its pool."""
-        from pytest_sglang_perf.server.kept import Registry, state_folder
-        from pytest_sglang_perf.server.kept_stop import evict_idle
-
-        evict_idle(self.kept.registry if self.kept is not None else Registry(state_folder()), pool, say)
+        return SessionGpus(self.options, self.settings.startup_timeout, lambda: self.plans.parser, self.live)
 
     @cached_property
     def kept(self) -> SessionKept | None:  # --sglang-reuse: servers kept after the run, and attached to

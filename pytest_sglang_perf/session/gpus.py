@@ -15,6 +15,8 @@ from pathlib import Path
 from pytest_sglang_perf.config.run_options import RunOptions
 from pytest_sglang_perf.gate.environment import detect_gpus
 from pytest_sglang_perf.server.gpu_claims import DEFAULT_LOCK_DIR, VISIBLE, claimed_plan, gpu_pool
+from pytest_sglang_perf.server.kept import Registry, state_folder
+from pytest_sglang_perf.server.kept_stop import evict_idle
 from pytest_sglang_perf.server.plan import ServerPlan
 from pytest_sglang_perf.server.sim_knobs import KNOB_PREFIX
 from pytest_sglang_perf.session.live import Live
@@ -26,15 +28,12 @@ class SessionGpus:
     """Claims are made on a GPU host; a simulated run claims only when --sglang-gpu-lock-dir asks for it (its
     servers use no real GPU, so by default they hold none)."""
 
-    def __init__(self, options: RunOptions, timeout: float, parser: Callable[[], ArgParser], live: Live, *,
-                 evict: Callable[[tuple[str, ...], Callable[[str], None]], None] | None = None) -> None:
+    def __init__(self, options: RunOptions, timeout: float, parser: Callable[[], ArgParser], live: Live) -> None:
         self._enabled = not options.simulate or options.gpu_lock_dir is not None
         self._lock_dir = options.gpu_lock_dir or DEFAULT_LOCK_DIR
         self._timeout = timeout
         self._parser = parser
         self._live = live
-        self._evict = evict
-        """--sglang-reuse: stops the idle kept servers holding GPUs of the pool, when a claim has to wait."""
 
     @cached_property
     def pool(self) -> tuple[str, ...]:
@@ -66,8 +65,8 @@ class SessionGpus:
         def say(line: str) -> None:
             self._live.note(f"[{run.name}] {line}")
 
-        if self._evict is not None:  # at each note while it waits: a kept server may have gone idle meanwhile
-            self._evict(self.pool, say)
+        # at each note while it waits: a kept server (docs/reuse.md) may have gone idle meanwhile
+        evict_idle(Registry(state_folder()), self.pool, say)
         say(message)
 
     @staticmethod
