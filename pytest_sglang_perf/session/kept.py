@@ -131,10 +131,11 @@ class SessionKept:
         current = self.registry.get(record.key)  # it may have been stopped while this run waited
         problem = "it was stopped while this run waited" if current is None or (current.pid, current.create_time) != (
             record.pid, record.create_time) else self._unusable(current, run)
-        if problem is not None:
+        if problem is not None or current is None:
             lock.release()
             self._live.note(f"[{run.name}] kept server {record.key} not reused: {problem}")
             return False
+        record = current
         number = record.runs + 1
         self.registry.update(record.key, runs=number, last_user=_pid())
         run.kept = KeptUse(record.key, True, record.booted_at, number, lock)

@@ -324,3 +324,18 @@ def test_a_keeper_stopped_by_hand_takes_its_server_with_it(pytester: pytest.Pyte
     _wait_dead(record.keeper_pid, GONE_WITHIN)
     assert state.all() == []
     assert "the keeper got SIGTERM: stopping the kept server" in Path(record.log_path).read_text()
+
+
+@pytest.mark.slow
+def test_xdist_workers_keep_and_reuse_their_variants_servers(pytester: pytest.Pytester, state: Registry) -> None:
+    write_project(pytester, {"a": [], "b": ["--chunked-prefill-size", "4096"]})
+    pytester.makepyfile(test_timed=TIMED_TEST)
+    _run(pytester, "-n", "2").assert_outcomes(passed=2)
+    kept = _records(state)
+    again = _run(pytester, "-n", "2", "--sglang-results", "again.json")
+    again.assert_outcomes(passed=2)
+    cells = json.loads((pytester.path / "again.json").read_text())["cells"]
+    assert sorted(cell["variant"] for cell in cells if cell["reused"]) == ["a", "b"]
+    timeline = [json.loads(line) for line in (pytester.path / "timeline.jsonl").read_text().splitlines()]
+    assert {entry["server"] for entry in timeline[2:]} == {kept["a"].pid, kept["b"].pid}
+    assert len({entry["pid"] for entry in timeline[2:]}) == 2  # two workers, one variant each
