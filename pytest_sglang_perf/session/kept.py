@@ -155,6 +155,9 @@ class SessionKept:
             return f"its process (pid {record.pid}) is gone"
         if keeper_process(record) is None:
             return "its keeper is gone, so nothing would stop it when idle"
+        health = _health(record.base_url, run.plan.api_key, self._settings.request.timeout)
+        if health != 200:
+            return f"GET {record.base_url}/health answered {health or 'nothing'}"
         try:
             info = fetch_server_info(record.base_url, run.plan.api_key, timeout=self._settings.request.timeout)
         except ServerInfoError as exc:
@@ -295,6 +298,17 @@ def changes(old: Mapping[str, str], new: Mapping[str, str]) -> list[str]:
         else:
             out.append(f"{name}: {before} -> {after}")
     return out
+
+
+def _health(base_url: str, api_key: str | None, timeout: float) -> int | None:
+    """The status of the kept server's `GET /health` (open even with --api-key; the key is sent all the same)."""
+    from urllib.parse import urlsplit
+
+    from pytest_sglang_perf.server.probe import http_status
+
+    url = urlsplit(base_url)
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    return http_status(url.hostname or "127.0.0.1", url.port or 80, "/health", headers, timeout)
 
 
 def _shown_env(env: Mapping[str, str]) -> str:
