@@ -72,6 +72,14 @@ def _attached(result: pytest.RunResult) -> list[str]:
     return [line.split("]")[0].split("[")[-1] for line in result.outlines if "] reused kept server " in line]
 
 
+def _kept_one(pytester: pytest.Pytester, state: Registry) -> KeptServer:
+    """A project of one variant `a`, run once with --sglang-reuse: its kept server's record."""
+    write_project(pytester, {"a": []})
+    pytester.makepyfile(test_timed=TIMED_TEST)
+    _run(pytester).assert_outcomes(passed=1)
+    return _records(state)["a"]
+
+
 def _records(registry: Registry) -> dict[str, KeptServer]:
     return {record.variant: record for record in registry.all()}
 
@@ -245,10 +253,7 @@ def test_two_runs_share_one_boot_and_measure_in_turn(pytester: pytest.Pytester, 
 
 @pytest.mark.slow
 def test_recording_baselines_boots_fresh(pytester: pytest.Pytester, state: Registry) -> None:
-    write_project(pytester, {"a": []})
-    pytester.makepyfile(test_timed=TIMED_TEST)
-    _run(pytester).assert_outcomes(passed=1)
-    before = _records(state)["a"]
+    before = _kept_one(pytester, state)
     recording = _run(pytester, "--sglang-update-baselines")
     recording.assert_outcomes(passed=1)
     assert _booted(recording) == ["a"]
@@ -277,9 +282,7 @@ def test_a_run_that_needs_the_gpus_stops_an_idle_kept_server(pytester: pytest.Py
 @pytest.mark.slow
 def test_a_server_variable_of_the_environment_is_part_of_the_key(pytester: pytest.Pytester, state: Registry,
                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    write_project(pytester, {"a": []})
-    pytester.makepyfile(test_timed=TIMED_TEST)
-    _run(pytester).assert_outcomes(passed=1)
+    _kept_one(pytester, state)
     monkeypatch.setenv("SGLANG_SIM_DECODE_TOK_S", "1500")  # the simulator reads it: another server
     again = _run(pytester)
     again.assert_outcomes(passed=1)
@@ -314,10 +317,7 @@ def test_a_bad_idle_timeout_is_refused_naming_the_option(pytester: pytest.Pytest
 
 @pytest.mark.slow
 def test_a_keeper_stopped_by_hand_takes_its_server_with_it(pytester: pytest.Pytester, state: Registry) -> None:
-    write_project(pytester, {"a": []})
-    pytester.makepyfile(test_timed=TIMED_TEST)
-    _run(pytester).assert_outcomes(passed=1)
-    record = _records(state)["a"]
+    record = _kept_one(pytester, state)
     assert record.keeper_pid is not None
     os.kill(record.keeper_pid, signal.SIGTERM)
     _wait_dead(record.pid, GONE_WITHIN)
