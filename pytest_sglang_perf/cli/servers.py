@@ -14,6 +14,7 @@ from pytest_sglang_perf.server.kept import (
     duration_text,
     idle_seconds,
     keeper_process,
+    matches,
     server_process,
     state_folder,
     tree_memory,
@@ -73,8 +74,8 @@ def stop_command(wanted: Sequence[str], *, every: bool, force: bool, registry: R
               "`sglang-perf servers` lists them")
         return 2
     records = [r for r in registry.all() if r.host in ("", socket.gethostname())]
-    chosen = records if every else [r for r in records if any(_matches(r, w) for w in wanted)]
-    unknown = [] if every else [w for w in wanted if not any(_matches(r, w) for r in records)]
+    chosen = records if every else [r for r in records if any(matches(r, w) for w in wanted)]
+    unknown = [] if every else [w for w in wanted if not any(matches(r, w) for r in records)]
     code = 0
     for name in unknown:
         print(f"sglang-perf stop: no kept server {name!r} (`sglang-perf servers` lists them)")
@@ -85,7 +86,3 @@ def stop_command(wanted: Sequence[str], *, every: bool, force: bool, registry: R
               + ("stopped" if why is None else f"not stopped: {why}"))
         code = code if why is None else 1
     return code
-
-
-def _matches(record: KeptServer, wanted: str) -> bool:
-    return record.key.startswith(wanted) or record.variant == wanted

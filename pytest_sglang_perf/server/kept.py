@@ -167,9 +167,12 @@ class Registry:
 
     def matching(self, wanted: str) -> Iterator[KeptServer]:
         """The records whose key starts with `wanted`, or whose variant is `wanted`."""
-        for record in self.all():
-            if record.key.startswith(wanted) or record.variant == wanted:
-                yield record
+        return (record for record in self.all() if matches(record, wanted))
+
+
+def matches(record: KeptServer, wanted: str) -> bool:
+    """Whether `wanted` names the kept server: its key, the key's first digits, or its variant."""
+    return record.key.startswith(wanted) or record.variant == wanted
 
 
 def same_process(pid: int | None, create_time: float | None) -> psutil.Process | None:
@@ -181,6 +184,16 @@ def same_process(pid: int | None, create_time: float | None) -> psutil.Process |
         if create_time is not None and abs(process.create_time() - create_time) > 0.01:
             return None
         return None if process.status() == psutil.STATUS_ZOMBIE else process
+    except psutil.Error:
+        return None
+
+
+def create_time(pid: int | None) -> float | None:
+    """When the process `pid` started (what same_process compares); None when it is gone."""
+    if pid is None:
+        return None
+    try:
+        return float(psutil.Process(pid).create_time())
     except psutil.Error:
         return None
 

@@ -4,16 +4,24 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 REDACTED = "***"
 SECRET_FLAGS = ("--api-key", "--admin-api-key")
+SECRET_NAME_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
+"""An environment variable whose name holds one of these is a secret (HF_TOKEN, SGLANG_PERF_API_KEY)."""
 
 
 def is_secret_flag(arg: str) -> bool:
     """`--api-key` and `--admin-api-key`, also as the unique prefixes argparse accepts (`--api-k`)."""
     return len(arg) >= 4 and any(flag.startswith(arg) for flag in SECRET_FLAGS)
+
+
+def redact_env(env: Mapping[str, str]) -> dict[str, str]:
+    """`env` with the value of every secret-named variable replaced by '***'."""
+    return {name: REDACTED if any(word in name.upper() for word in SECRET_NAME_WORDS) else value
+            for name, value in env.items()}
 
 
 def redact_argv(argv: Sequence[str]) -> list[str]:

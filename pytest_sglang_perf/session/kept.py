@@ -25,6 +25,7 @@ from pytest_sglang_perf.server.keeper import Keep
 from pytest_sglang_perf.server.kept import (
     KeptServer,
     Registry,
+    create_time,
     keeper_process,
     server_info_hash,
     server_key,
@@ -35,12 +36,11 @@ from pytest_sglang_perf.server.kept import (
 from pytest_sglang_perf.server.kept_locks import FileLock
 from pytest_sglang_perf.server.kept_stop import stop_kept
 from pytest_sglang_perf.server.model_dir import config_file_hash, local_model_dir
-from pytest_sglang_perf.server.redaction import redact_argv, redact_text, secret_values
+from pytest_sglang_perf.server.redaction import redact_argv, redact_env, redact_text, secret_values
 from pytest_sglang_perf.session.kept_use import KeptUse
 from pytest_sglang_perf.session.live import Live
 from pytest_sglang_perf.session.variant_run import VariantRun
 
-_SECRET_WORDS = ("KEY", "TOKEN", "SECRET", "PASSWORD")
 INHERITED = ("SGLANG_", "SGL_", "CUDA_", "NCCL_", "TORCH", "PYTORCH_", "HF_", "TRANSFORMERS_", "OMP_", "NVIDIA_",
              "LD_LIBRARY_PATH")
 """The inherited environment variables a server may read (SGLang's, the simulator's SGLANG_SIM_*, CUDA's, NCCL's,
@@ -81,7 +81,7 @@ class SessionKept:
         }
         secrets = secret_values(plan.command, plan.api_key, plan.admin_api_key)
         shown = {**exact, "command": redact_text(shlex.join(redact_argv(plan.command)), secrets),
-                 "env": _shown_env(env), "inherited env": _shown_env(inherited)}
+                 "env": json.dumps(redact_env(env)), "inherited env": json.dumps(redact_env(inherited))}
         return exact, shown
 
     # -- attach or boot --------------------------------------------------------------------------------------------
@@ -214,13 +214,13 @@ class SessionKept:
         watchdog = run.process.watchdog_pid
         record = KeptServer(
             key=key, variant=run.name, project=str(self._settings.root), base_url=run.server.base_url,
-            pid=run.process.pid or 0, create_time=_create_time(run.process.pid) or 0.0,
+            pid=run.process.pid or 0, create_time=create_time(run.process.pid) or 0.0,
             log_path=str(run.server.log_path),
             command=shown["command"], parts=dict(shown),
             gpus=tuple(run.claim.gpus) if run.claim is not None else _visible(run.plan.env),
             boot_seconds=run.server.boot_seconds, booted_at=time.time(), idle_timeout=self._options.reuse_idle,
             simulated=run.plan.simulated, stop_grace=self._settings.stop_grace, keeper_pid=watchdog,
-            keeper_create_time=_create_time(watchdog), last_user=_pid(), server_info_hash=info_hash,
+            keeper_create_time=create_time(watchdog), last_user=_pid(), server_info_hash=info_hash,
             host=shown["host"])
         try:
             self.registry.put(record)
@@ -311,23 +311,8 @@ def _health(base_url: str, api_key: str | None, timeout: float) -> int | None:
     return http_status(url.hostname or "127.0.0.1", url.port or 80, "/health", headers, timeout)
 
 
-def _shown_env(env: Mapping[str, str]) -> str:
-    return json.dumps({k: "***" if any(w in k.upper() for w in _SECRET_WORDS) else v for k, v in env.items()})
-
-
 def _visible(env: Mapping[str, str]) -> tuple[str, ...]:
     return tuple(part.strip() for part in env.get(VISIBLE, "").split(",") if part.strip())
-
-
-def _create_time(pid: int | None) -> float | None:
-    import psutil
-
-    if pid is None:
-        return None
-    try:
-        return float(psutil.Process(pid).create_time())
-    except psutil.Error:
-        return None
 
 
 def _pid() -> int:
