@@ -102,7 +102,11 @@ def test_measure_runs_warmup_and_repeats_against_a_server(stub: StubServer) -> N
     assert stub.received[0].body["max_tokens"] == 20 and stub.received[0].body["seed"] == 3
     assert result.summaries["ttft"].median == pytest.approx(0.03, abs=0.015)  # a busy CI runner adds milliseconds
     assert result.summaries["accept_length"].median == 4.0
-    assert result.summaries["decode_throughput"].median == pytest.approx(19 / 0.045, rel=0.05)
+    # 19 tokens after the first over the stream's own decode span (9 gaps of 5 ms when the host is idle; a loaded host
+    # delays or bunches chunks, so the span is bounded loosely and the metric checked against it exactly)
+    spans = sorted(sample.decode_time for sample in result.samples)
+    assert all(0.02 < span < 0.2 for span in spans)
+    assert result.summaries["decode_throughput"].median == pytest.approx(19 / spans[1])
     assert result.summaries["boot_seconds"].median == 12.0
     assert result.itl_p50 == pytest.approx(0.005, abs=0.002)
     assert result.simulated and result.variant == "default" and result.prompt_hash == prompt_hash(PARAMS)
